@@ -1,0 +1,69 @@
+/* Broadcast planning and the outer-dimension walk (see bcast.h). */
+#include "bcast.h"
+
+int mrt_bcast_plan(mrt_bcast *p, const int64_t *ad, uint32_t an, const int64_t *bd, uint32_t bn,
+                   const int64_t *yd, uint32_t yn) {
+  size_t n[MRT_MAX_DIMS];
+  unsigned char ua[MRT_MAX_DIMS], ub[MRT_MAX_DIMS]; /* 1 where the input varies */
+  uint32_t k = 0;
+  int empty = 0;
+  if (an > yn || bn > yn || yn > MRT_MAX_DIMS) return 0;
+  for (uint32_t i = 0; i < yn; i++) {
+    /* Align ranks on the right; missing leading dims are 1. */
+    int64_t a = i + an >= yn ? ad[i + an - yn] : 1;
+    int64_t b = i + bn >= yn ? bd[i + bn - yn] : 1;
+    int64_t y = yd[i];
+    if ((a != y && a != 1) || (b != y && b != 1) || (a != y && b != y)) return 0;
+    if (y == 0) empty = 1;
+    if (y == 1) continue; /* contributes nothing to any offset */
+    unsigned char va = a != 1, vb = b != 1;
+    if (k > 0 && ua[k - 1] == va && ub[k - 1] == vb) {
+      n[k - 1] *= (size_t)y; /* same pattern as the outer neighbour: one flat dim */
+    } else {
+      n[k] = (size_t)y, ua[k] = va, ub[k] = vb;
+      k++;
+    }
+  }
+  if (empty) {
+    p->ndim = 0;
+    return 1;
+  }
+  if (k == 0) { /* all ones: a single element */
+    n[0] = 1, ua[0] = ub[0] = 1;
+    k = 1;
+  }
+  /* Strides of each input over the collapsed dims: contiguous in its varying dims. */
+  size_t ra = 1, rb = 1;
+  for (uint32_t i = k; i-- > 0;) {
+    p->n[i] = n[i];
+    p->sa[i] = ua[i] ? ra : 0;
+    p->sb[i] = ub[i] ? rb : 0;
+    if (ua[i]) ra *= n[i];
+    if (ub[i]) rb *= n[i];
+  }
+  p->ndim = k;
+  return 1;
+}
+
+void mrt_bcast_run_f32(const mrt_bcast *p, const float *a, const float *b, float *y,
+                       mrt_bcast_row_fn row) {
+  const uint32_t k = p->ndim;
+  if (k == 0) return;
+  const size_t inner = p->n[k - 1];
+  size_t idx[MRT_MAX_DIMS] = {0};
+  size_t oa = 0, ob = 0;
+  for (;;) {
+    row(inner, a + oa, p->sa[k - 1], b + ob, p->sb[k - 1], y);
+    y += inner;
+    /* Odometer over the outer dims, keeping input offsets incrementally. */
+    uint32_t d = k - 1;
+    for (;;) {
+      if (d == 0) return;
+      d--;
+      oa += p->sa[d], ob += p->sb[d];
+      if (++idx[d] < p->n[d]) break;
+      oa -= p->sa[d] * p->n[d], ob -= p->sb[d] * p->n[d];
+      idx[d] = 0;
+    }
+  }
+}

@@ -1,0 +1,133 @@
+/*
+ * Elementwise binary float32 ops with numpy broadcasting: Add, Sub, Mul, Div,
+ * and the variadic Sum, Max, Min. One source, one op per object: the op is
+ * picked by MRT_OP_<op>, which selects the expression and the symbol names.
+ */
+#include "kcommon.h"
+#include "bcast.h"
+
+#if defined(MRT_TYPE_float32)
+
+#if defined(MRT_OP_Add)
+#define BIN(u, v) ((u) + (v))
+#define PREPARE mrt_add_prepare_f32
+#define RUN mrt_add_run_f32
+#elif defined(MRT_OP_Sub)
+#define BIN(u, v) ((u) - (v))
+#define PREPARE mrt_sub_prepare_f32
+#define RUN mrt_sub_run_f32
+#elif defined(MRT_OP_Mul)
+#define BIN(u, v) ((u) * (v))
+#define PREPARE mrt_mul_prepare_f32
+#define RUN mrt_mul_run_f32
+#elif defined(MRT_OP_Div)
+#define BIN(u, v) ((u) / (v))
+#define PREPARE mrt_div_prepare_f32
+#define RUN mrt_div_run_f32
+#elif defined(MRT_OP_Sum)
+#define BIN(u, v) ((u) + (v))
+#define PREPARE mrt_sum_prepare_f32
+#define RUN mrt_sum_run_f32
+#define VARIADIC 1
+#elif defined(MRT_OP_Max)
+/* Written so that a NaN in u propagates like numpy.maximum. */
+#define BIN(u, v) ((v) > (u) ? (v) : (u))
+#define PREPARE mrt_max_prepare_f32
+#define RUN mrt_max_run_f32
+#define VARIADIC 1
+#elif defined(MRT_OP_Min)
+#define BIN(u, v) ((v) < (u) ? (v) : (u))
+#define PREPARE mrt_min_prepare_f32
+#define RUN mrt_min_run_f32
+#define VARIADIC 1
+#endif
+
+#if defined(BIN)
+
+/* No restrict on purpose: the variadic ops accumulate in place (a == y), and
+ * the compiler still vectorises behind a runtime overlap check. Three loops so
+ * each is a plain flat loop: both vary, b is a scalar, a is a scalar. */
+static void bin_row(size_t n, const float *a, size_t sa, const float *b, size_t sb, float *y) {
+  if (sa && sb) {
+    for (size_t i = 0; i < n; i++) y[i] = BIN(a[i], b[i]);
+  } else if (sa) {
+    const float v = b[0];
+    for (size_t i = 0; i < n; i++) y[i] = BIN(a[i], v);
+  } else {
+    const float u = a[0];
+    for (size_t i = 0; i < n; i++) y[i] = BIN(u, b[i]);
+  }
+}
+
+typedef struct bin_params {
+  uint32_t nplans;
+  mrt_bcast plan[]; /* plan[0]: x0 op x1; plan[i]: y op x[i+1] */
+} bin_params;
+
+mrt_status PREPARE(mrt_node *node, mrt_ctx *ctx) {
+#if defined(VARIADIC)
+  mrt_status st = mrt_check_arity(ctx, node, 1, 0xffff, 1, 1);
+#else
+  mrt_status st = mrt_check_arity(ctx, node, 2, 2, 1, 1);
+#endif
+  if (st) return st;
+  mrt_tensor *y = node->outputs[0];
+  const uint32_t nin = node->n_inputs;
+  for (uint32_t i = 0; i < nin; i++) {
+    if (!node->inputs[i])
+      return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "input %u is missing", i);
+    if ((st = mrt_check_dtype(ctx, node, node->inputs[i], MRT_DTYPE_FLOAT32))) return st;
+  }
+  if ((st = mrt_check_dtype(ctx, node, y, MRT_DTYPE_FLOAT32))) return st;
+  const uint32_t nplans = nin > 1 ? nin - 1 : 0;
+  bin_params *p = mrt_ctx_alloc(ctx, sizeof(bin_params) + nplans * sizeof(mrt_bcast));
+  if (!p) return mrt_ctx_error(ctx, node, MRT_STATUS_OUT_OF_MEMORY, "out of memory");
+  p->nplans = nplans;
+  if (nin == 1 && !mrt_same_dims(node->inputs[0], y))
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                         "with one input the output must have the input's shape");
+  for (uint32_t i = 0; i < nplans; i++) {
+    const mrt_tensor *a = i == 0 ? node->inputs[0] : y;
+    const mrt_tensor *b = node->inputs[i + 1];
+    const int64_t *bd = b->dims;
+    uint32_t bn = b->ndim;
+#if !defined(VARIADIC)
+    /* Opset < 7: broadcasting is opt-in and aligns b with a at `axis`. */
+    int64_t vd[MRT_MAX_DIMS];
+    if (node->opset < 7 && mrt_attr_int(node, "broadcast", 0)) {
+      int64_t axis = mrt_attr_int(node, "axis", (int64_t)a->ndim - (int64_t)b->ndim);
+      if (axis < 0) axis += a->ndim;
+      if (axis < 0 || axis + b->ndim > a->ndim)
+        return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                             "legacy broadcast axis %lld does not fit B (rank %u) into A (rank %u)",
+                             (long long)axis, b->ndim, a->ndim);
+      for (uint32_t j = 0; j < a->ndim; j++)
+        vd[j] = (j >= axis && j < axis + b->ndim) ? b->dims[j - axis] : 1;
+      bd = vd, bn = a->ndim;
+    }
+#endif
+    if (!mrt_bcast_plan(&p->plan[i], a->dims, a->ndim, bd, bn, y->dims, y->ndim))
+      return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                           "input %u (rank %u) and %s do not broadcast to the output shape "
+                           "(rank %u); numpy broadcasting rules are required",
+                           i + 1, b->ndim, i == 0 ? "input 0" : "the partial result", y->ndim);
+  }
+  node->params = p;
+  return MRT_STATUS_OK;
+}
+
+void RUN(const mrt_node *node, void *scratch) {
+  MRT_UNUSED(scratch);
+  const bin_params *p = node->params;
+  const mrt_tensor *y = node->outputs[0];
+  if (p->nplans == 0) {
+    mrt_copy_unless_aliased(node->inputs[0], y);
+    return;
+  }
+  mrt_bcast_run_f32(&p->plan[0], node->inputs[0]->data, node->inputs[1]->data, y->data, bin_row);
+  for (uint32_t i = 1; i < p->nplans; i++)
+    mrt_bcast_run_f32(&p->plan[i], y->data, node->inputs[i + 1]->data, y->data, bin_row);
+}
+
+#endif /* BIN */
+#endif /* MRT_TYPE_float32 */

@@ -1,0 +1,111 @@
+/*
+ * Blocked, packed single-precision GEMM shared by Conv, Gemm and MatMul.
+ *
+ *   C[i][j] = (accumulate ? C[i][j] : 0) + sum_k A(i,k) * B(k,j)
+ *             (+ bias_row[i] + bias_col[j], then clamped to [lo, hi])
+ *
+ * A (m x k) and B (k x n) are read through mrt_sgemm_src: either already
+ * packed (weights, packed once at prepare with mrt_sgemm_pack_a/_b), a
+ * strided matrix packed block by block at run time, or a custom packer (Conv
+ * writes im2col columns straight into the packed layout).
+ *
+ * Packed layout. The k range is cut in blocks of MRT_SGEMM_KC. A block that
+ * starts at k0 with length kc holds, for A, the rows in panels of mr:
+ * panel p is kc groups of mr floats (row p*mr + r of group q is A(p*mr+r, k0+q)),
+ * rows past m are zero. A whole packed A stores the block of k0 at offset
+ * k0 * round_up(m, mr); B is the same with columns in panels of nr. This lets
+ * the driver find any (k block, panel) of a pre-packed operand with no index.
+ */
+#ifndef MRT_GEMM_H
+#define MRT_GEMM_H
+
+#include "mrt_kernel.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* k block: a B micro-panel (MRT_SGEMM_KC x nr floats) stays in L1. */
+#define MRT_SGEMM_KC 256
+
+/* Extra per-tile arguments, applied only on the last k block. */
+typedef struct mrt_sgemm_tile_args {
+  const float *bias_row; /* mr values or NULL */
+  const float *bias_col; /* nr values or NULL */
+  float lo, hi;          /* clamp bounds (-inf, +inf for none) */
+  int accumulate;        /* add to C instead of overwriting it */
+  int last;              /* last k block: apply bias and clamp */
+} mrt_sgemm_tile_args;
+
+/* A full mr x nr tile: C = (acc ? C : 0) + Apanel * Bpanel (+ epilogue). */
+typedef void (*mrt_sgemm_tile_fn)(size_t kc, const float *MRT_RESTRICT a, const float *MRT_RESTRICT b,
+                                  float *MRT_RESTRICT c, size_t ldc, const mrt_sgemm_tile_args *args);
+
+/* A micro-kernel and its tile shape; the packed layout depends on mr / nr,
+ * so operands are packed for the kernel chosen at prepare. */
+typedef struct mrt_sgemm_kernel {
+  uint32_t mr, nr;
+  uint32_t mc, nc; /* cache blocks: A block mc x KC (L2), B block KC x nc (L3) */
+  mrt_sgemm_tile_fn tile;
+} mrt_sgemm_kernel;
+
+/* The best micro-kernel for the running CPU (cpuid on x86). */
+const mrt_sgemm_kernel *mrt_sgemm_kernel_select(void);
+
+/* Packs rows k0..k0+kc, columns j0..j0+nc of a custom operand into nr panels
+ * (or, for A, columns = rows of A in mr panels), padding with zeros. */
+typedef void (*mrt_sgemm_pack_fn)(const void *ctx, size_t k0, size_t kc, size_t j0, size_t nc,
+                                  size_t panel, float *MRT_RESTRICT dst);
+
+typedef struct mrt_sgemm_src {
+  const float *packed;    /* whole operand packed for this kernel, or NULL */
+  const float *data;      /* else strided: A(i,k) = data[i*rs + k*cs], B(k,j) = data[k*rs + j*cs] */
+  size_t rs, cs;
+  float scale;            /* multiplies `data` while packing (Gemm's alpha); 1 for none */
+  mrt_sgemm_pack_fn pack; /* else a custom packer */
+  const void *pack_ctx;
+} mrt_sgemm_src;
+
+typedef struct mrt_sgemm_epilogue {
+  const float *bias_row; /* m values or NULL */
+  const float *bias_col; /* n values or NULL */
+  float lo, hi;
+} mrt_sgemm_epilogue;
+
+/* Floats needed for a whole packed A (m x k) / B (k x n). */
+size_t mrt_sgemm_packed_a_size(const mrt_sgemm_kernel *kern, size_t m, size_t k);
+size_t mrt_sgemm_packed_b_size(const mrt_sgemm_kernel *kern, size_t k, size_t n);
+void mrt_sgemm_pack_a(const mrt_sgemm_kernel *kern, size_t m, size_t k, const float *a, size_t rs,
+                      size_t cs, float scale, float *MRT_RESTRICT dst);
+void mrt_sgemm_pack_b(const mrt_sgemm_kernel *kern, size_t k, size_t n, const float *b, size_t rs,
+                      size_t cs, float scale, float *MRT_RESTRICT dst);
+
+/* Bytes of 64-byte aligned scratch mrt_sgemm needs for these operand kinds. */
+size_t mrt_sgemm_scratch_size(const mrt_sgemm_kernel *kern, size_t m, size_t n, size_t k,
+                              int a_packed, int b_packed);
+
+/* C (m x n, row stride ldc) as described at the top of this file. */
+void mrt_sgemm(const mrt_sgemm_kernel *kern, size_t m, size_t n, size_t k, const mrt_sgemm_src *a,
+               const mrt_sgemm_src *b, int accumulate, const mrt_sgemm_epilogue *ep,
+               float *MRT_RESTRICT c, size_t ldc, void *scratch);
+
+/* Fused activation of FusedConv / FusedGemm as clamp bounds: reads the
+ * `activation` / `activation_params` attributes. */
+mrt_status mrt_sgemm_activation(mrt_ctx *ctx, const mrt_node *node, float *lo, float *hi);
+
+/*
+ * Operator cores shared by an op and its fused variant (Conv / FusedConv,
+ * Gemm / FusedGemm). They live in this support unit, compiled once, so a
+ * model using both ops does not carry two copies; lo / hi are the fused
+ * activation's clamp bounds (-inf, +inf for none).
+ */
+mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, float lo, float hi);
+void mrt_conv_core_run_f32(const mrt_node *node, void *scratch);
+mrt_status mrt_gemm_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, float lo, float hi);
+void mrt_gemm_core_run_f32(const mrt_node *node, void *scratch);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MRT_GEMM_H */

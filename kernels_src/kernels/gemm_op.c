@@ -1,0 +1,169 @@
+/*
+ * Gemm, FusedGemm (ai.minibuild: Gemm + Relu/Clip) and MatMul, float32.
+ * Gemm's work is shared with FusedGemm in the gemm support unit; MatMul maps
+ * numpy matmul (1-D promotion, batch broadcasting) onto mrt_sgemm.
+ */
+#include "gemm.h"
+
+#if defined(MRT_TYPE_float32)
+
+#if defined(MRT_OP_Gemm)
+mrt_status mrt_gemm_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
+  return mrt_gemm_core_prepare_f32(node, ctx, -__builtin_inff(), __builtin_inff());
+}
+
+void mrt_gemm_run_f32(const mrt_node *node, void *scratch) { mrt_gemm_core_run_f32(node, scratch); }
+#endif
+
+#if defined(MRT_OP_FusedGemm)
+mrt_status mrt_fusedgemm_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
+  float lo, hi;
+  const mrt_status st = mrt_sgemm_activation(ctx, node, &lo, &hi);
+  if (st != MRT_STATUS_OK) return st;
+  return mrt_gemm_core_prepare_f32(node, ctx, lo, hi);
+}
+
+void mrt_fusedgemm_run_f32(const mrt_node *node, void *scratch) {
+  mrt_gemm_core_run_f32(node, scratch);
+}
+#endif
+
+#if defined(MRT_OP_MatMul)
+typedef struct mrt_matmul_params {
+  const mrt_sgemm_kernel *kern;
+  size_t m, n, k;
+  size_t batch;        /* GEMMs to run (1 when A's batch folds into m) */
+  size_t *a_off;       /* per GEMM: element offset of its A matrix */
+  size_t *b_idx;       /* per GEMM: which B matrix */
+  float *packed_b;     /* constant B: every B matrix packed, packed_b_stride floats apart */
+  size_t packed_b_stride;
+} mrt_matmul_params;
+
+mrt_status mrt_matmul_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
+  mrt_status st = mrt_check_arity(ctx, node, 2, 2, 1, 1);
+  if (st != MRT_STATUS_OK) return st;
+  const mrt_tensor *a = node->inputs[0], *b = node->inputs[1], *y = node->outputs[0];
+  if (!a || !b || !y)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "A, B and Y are required");
+  if ((st = mrt_check_dtype(ctx, node, a, MRT_DTYPE_FLOAT32)) != MRT_STATUS_OK) return st;
+  if ((st = mrt_check_dtype(ctx, node, b, MRT_DTYPE_FLOAT32)) != MRT_STATUS_OK) return st;
+  if ((st = mrt_check_dtype(ctx, node, y, MRT_DTYPE_FLOAT32)) != MRT_STATUS_OK) return st;
+  if (a->ndim < 1 || b->ndim < 1)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "MatMul operands must not be scalars");
+
+  /* numpy: a 1-D A is a row (1, K), a 1-D B a column (K, 1); the added axis
+   * is dropped from Y. */
+  const int64_t m = a->ndim >= 2 ? a->dims[a->ndim - 2] : 1, k = a->dims[a->ndim - 1];
+  const int64_t kb = b->ndim >= 2 ? b->dims[b->ndim - 2] : b->dims[0];
+  const int64_t n = b->ndim >= 2 ? b->dims[b->ndim - 1] : 1;
+  if (kb != k)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                         "inner dimensions differ: A is (..., %lld, %lld), B is (..., %lld, %lld)",
+                         (long long)m, (long long)k, (long long)kb, (long long)n);
+  const uint32_t abat = a->ndim > 2 ? a->ndim - 2 : 0, bbat = b->ndim > 2 ? b->ndim - 2 : 0;
+  const uint32_t obat = abat > bbat ? abat : bbat;
+  const uint32_t yrank = obat + (a->ndim >= 2) + (b->ndim >= 2);
+  if (y->ndim != yrank)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "Y has rank %u, expected %u", y->ndim,
+                         yrank);
+  /* Broadcast batch dims, right-aligned; a missing dim counts as 1. */
+  int64_t od[MRT_MAX_DIMS], ad[MRT_MAX_DIMS], bd[MRT_MAX_DIMS];
+  size_t nbatch = 1, na = 1, nb = 1;
+  for (uint32_t i = 0; i < obat; ++i) {
+    const int64_t av = i + abat >= obat ? a->dims[i + abat - obat] : 1;
+    const int64_t bv = i + bbat >= obat ? b->dims[i + bbat - obat] : 1;
+    if (av != bv && av != 1 && bv != 1)
+      return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                           "batch dims of A (%lld) and B (%lld) do not broadcast", (long long)av,
+                           (long long)bv);
+    ad[i] = av;
+    bd[i] = bv;
+    od[i] = av > bv ? av : (bv > av ? bv : av);
+    if (av == 0 || bv == 0) od[i] = 0;
+    if (y->dims[i] != od[i])
+      return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "Y dim %u is %lld, expected %lld", i,
+                           (long long)y->dims[i], (long long)od[i]);
+    nbatch *= (size_t)od[i];
+    na *= (size_t)av;
+    nb *= (size_t)bv;
+  }
+  if ((a->ndim >= 2 && y->dims[obat] != m) || (b->ndim >= 2 && y->dims[yrank - 1] != n))
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                         "Y's matrix dims do not match M = %lld, N = %lld", (long long)m, (long long)n);
+
+  mrt_matmul_params *p = (mrt_matmul_params *)mrt_ctx_alloc(ctx, sizeof(*p));
+  if (!p) return MRT_STATUS_OUT_OF_MEMORY;
+  p->kern = mrt_sgemm_kernel_select();
+  p->m = (size_t)m;
+  p->n = (size_t)n;
+  p->k = (size_t)k;
+  int folded = 0;
+  if (nb == 1 && na == nbatch && nbatch > 1) {
+    /* One B for all: A's batches are consecutive rows of one tall GEMM. */
+    p->m *= nbatch;
+    nbatch = 1;
+    folded = 1;
+  }
+  p->batch = nbatch;
+  p->a_off = (size_t *)mrt_ctx_alloc(ctx, (nbatch + 1) * sizeof(size_t));
+  p->b_idx = (size_t *)mrt_ctx_alloc(ctx, (nbatch + 1) * sizeof(size_t));
+  if (!p->a_off || !p->b_idx) return MRT_STATUS_OUT_OF_MEMORY;
+  if (!folded) {
+    size_t idx[MRT_MAX_DIMS] = {0};
+    for (size_t t = 0; t < nbatch; ++t) {
+      size_t ai = 0, bi = 0;
+      for (uint32_t i = 0; i < obat; ++i) {
+        ai = ai * (size_t)ad[i] + (ad[i] == 1 ? 0 : idx[i]);
+        bi = bi * (size_t)bd[i] + (bd[i] == 1 ? 0 : idx[i]);
+      }
+      p->a_off[t] = ai * p->m * p->k;
+      p->b_idx[t] = bi;
+      for (uint32_t i = obat; i-- > 0;) {
+        if (++idx[i] < (size_t)od[i]) break;
+        idx[i] = 0;
+      }
+    }
+  }
+
+  const int pack_b = b->is_constant && b->data != NULL;
+  if (pack_b) {
+    p->packed_b_stride = (mrt_sgemm_packed_b_size(p->kern, p->k, p->n) + 15) / 16 * 16;
+    p->packed_b = (float *)mrt_ctx_alloc(ctx, nb * p->packed_b_stride * sizeof(float) + 64);
+    if (!p->packed_b) return MRT_STATUS_OUT_OF_MEMORY;
+    p->packed_b = (float *)(((uintptr_t)p->packed_b + 63) & ~(uintptr_t)63);
+    for (size_t i = 0; i < nb; ++i)
+      mrt_sgemm_pack_b(p->kern, p->k, p->n, (const float *)b->data + i * p->k * p->n, p->n, 1, 1.0f,
+                       p->packed_b + i * p->packed_b_stride);
+  }
+  mrt_ctx_request_scratch(ctx, mrt_sgemm_scratch_size(p->kern, p->m, p->n, p->k, 0, pack_b));
+  node->params = p;
+  return MRT_STATUS_OK;
+}
+
+void mrt_matmul_run_f32(const mrt_node *node, void *scratch) {
+  const mrt_matmul_params *p = (const mrt_matmul_params *)node->params;
+  const float *a = (const float *)node->inputs[0]->data;
+  const float *b = (const float *)node->inputs[1]->data;
+  float *y = (float *)node->outputs[0]->data;
+  const float inf = __builtin_inff();
+  const mrt_sgemm_epilogue ep = {NULL, NULL, -inf, inf};
+  for (size_t t = 0; t < p->batch; ++t) {
+    mrt_sgemm_src sa = {0}, sb = {0};
+    sa.data = a + p->a_off[t];
+    sa.rs = p->k;
+    sa.cs = 1;
+    sa.scale = 1.0f;
+    if (p->packed_b) {
+      sb.packed = p->packed_b + p->b_idx[t] * p->packed_b_stride;
+    } else {
+      sb.data = b + p->b_idx[t] * p->k * p->n;
+      sb.rs = p->n;
+      sb.cs = 1;
+      sb.scale = 1.0f;
+    }
+    mrt_sgemm(p->kern, p->m, p->n, p->k, &sa, &sb, 0, &ep, y + t * p->m * p->n, p->n, scratch);
+  }
+}
+#endif /* MRT_OP_MatMul */
+
+#endif /* MRT_TYPE_float32 */

@@ -1,0 +1,159 @@
+/*
+ * Pad, float32: constant, edge, reflect and wrap modes, negative pads (crops)
+ * included. Pads come from attributes (opset < 11) or a constant input
+ * (opset 11+, with optional axes from 18). Not a hot op: rows of the last dim
+ * are memcpy'd, everything else is index mapping.
+ */
+#include "kcommon.h"
+
+#if defined(MRT_TYPE_float32) && defined(MRT_OP_Pad)
+
+enum { PAD_CONSTANT, PAD_EDGE, PAD_REFLECT, PAD_WRAP };
+
+typedef struct pad_params {
+  uint32_t ndim, mode;
+  int64_t in[MRT_MAX_DIMS], out[MRT_MAX_DIMS], pb[MRT_MAX_DIMS];
+  float value;
+  const mrt_tensor *value_t; /* non-constant constant_value, read at run */
+} pad_params;
+
+/* Input index for padded index i of an axis of n elements; -1 means "the constant". */
+static int64_t pad_map(int64_t i, int64_t n, uint32_t mode) {
+  if (i >= 0 && i < n) return i;
+  switch (mode) {
+  case PAD_EDGE:
+    return i < 0 ? 0 : n - 1;
+  case PAD_REFLECT: {
+    if (n == 1) return 0;
+    const int64_t period = 2 * (n - 1);
+    i %= period;
+    if (i < 0) i += period;
+    return i < n ? i : period - i;
+  }
+  case PAD_WRAP:
+    i %= n;
+    return i < 0 ? i + n : i;
+  default:
+    return -1;
+  }
+}
+
+mrt_status mrt_pad_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
+  mrt_status st = mrt_check_arity(ctx, node, 1, 4, 1, 1);
+  if (st) return st;
+  const mrt_tensor *x = node->inputs[0], *y = node->outputs[0];
+  if ((st = mrt_check_dtype(ctx, node, x, MRT_DTYPE_FLOAT32)) ||
+      (st = mrt_check_dtype(ctx, node, y, MRT_DTYPE_FLOAT32)))
+    return st;
+  const uint32_t r = x->ndim;
+  pad_params *p = mrt_ctx_alloc(ctx, sizeof *p);
+  if (!p) return mrt_ctx_error(ctx, node, MRT_STATUS_OUT_OF_MEMORY, "out of memory");
+  static const char *const modes[] = {"constant", "edge", "reflect", "wrap"};
+  p->mode = 4;
+  for (uint32_t m = 0; m < 4; m++)
+    if (mrt_attr_string_is(node, "mode", "constant", modes[m])) p->mode = m;
+  if (p->mode == 4 || (p->mode == PAD_WRAP && node->opset < 19))
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "unknown pad mode");
+
+  int64_t pads[2 * MRT_MAX_DIMS] = {0};
+  if (node->opset < 11) {
+    const int64_t *v;
+    uint32_t n = mrt_attr_ints(node, node->opset < 2 ? "paddings" : "pads", &v);
+    if (n != 2 * r)
+      return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "pads needs %u values, has %u",
+                           2 * r, n);
+    for (uint32_t i = 0; i < n; i++) pads[i] = v[i];
+    p->value = mrt_attr_float(node, "value", 0.0f);
+  } else {
+    const mrt_tensor *pt = mrt_in(node, 1), *vt = mrt_in(node, 2), *at = mrt_in(node, 3);
+    if (!mrt_const_ints_ok(pt) || (at && !mrt_const_ints_ok(at)))
+      return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED,
+                           "inputs pads and axes must be build-time integer constants");
+    const uint32_t na = at ? (uint32_t)at->count : r;
+    if (na > r || pt->count != 2 * (size_t)na)
+      return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                           "pads has %zu values, %u expected", pt->count, 2 * na);
+    for (uint32_t i = 0; i < na; i++) {
+      const int64_t a = at ? mrt_norm_axis(mrt_int_at(at, i), r) : (int64_t)i;
+      if (a < 0) return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "axis out of range");
+      pads[a] = mrt_int_at(pt, i), pads[a + r] = mrt_int_at(pt, i + na);
+    }
+    if (vt) {
+      if ((st = mrt_check_dtype(ctx, node, vt, MRT_DTYPE_FLOAT32))) return st;
+      if (vt->count != 1)
+        return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "constant_value must be a scalar");
+      if (vt->is_constant && vt->data)
+        p->value = *(const float *)vt->data;
+      else
+        p->value_t = vt;
+    }
+  }
+  if (y->ndim != r)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "output rank must equal input rank");
+  for (uint32_t d = 0; d < r; d++) {
+    const int64_t o = x->dims[d] + pads[d] + pads[d + r];
+    if (y->dims[d] != o)
+      return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                           "output dim %u is %lld, pads give %lld", d, (long long)y->dims[d],
+                           (long long)o);
+    if (p->mode != PAD_CONSTANT && x->dims[d] == 0 && o > 0)
+      return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                           "edge/reflect/wrap padding of an empty axis");
+    p->in[d] = x->dims[d], p->out[d] = o, p->pb[d] = pads[d];
+  }
+  if (r == 0) p->in[0] = p->out[0] = 1, p->pb[0] = 0;
+  p->ndim = r ? r : 1;
+  node->params = p;
+  return MRT_STATUS_OK;
+}
+
+void mrt_pad_run_f32(const mrt_node *node, void *scratch) {
+  MRT_UNUSED(scratch);
+  const pad_params *p = node->params;
+  const float *x = node->inputs[0]->data;
+  float *y = node->outputs[0]->data;
+  const float value = p->value_t ? *(const float *)p->value_t->data : p->value;
+  const uint32_t k = p->ndim;
+  const int64_t win = p->in[k - 1], wout = p->out[k - 1], pb = p->pb[k - 1];
+  if (node->outputs[0]->count == 0) return;
+  /* Output positions [m0, m1) of the last dim read the input directly. */
+  int64_t m0 = pb < 0 ? 0 : pb, m1 = pb + win < wout ? pb + win : wout;
+  if (m1 < m0) m1 = m0;
+  int64_t idx[MRT_MAX_DIMS] = {0};
+  for (;;) {
+    /* Map the outer indices; a constant-mode miss makes the whole row the value. */
+    ptrdiff_t off = 0;
+    int64_t s = 1;
+    int hit = 1;
+    for (uint32_t d = k - 1; d-- > 0;) {
+      s *= p->in[d + 1];
+      const int64_t i = pad_map(idx[d] - p->pb[d], p->in[d], p->mode);
+      if (i < 0) hit = 0;
+      off += (ptrdiff_t)(i * s);
+    }
+    if (!hit) {
+      for (int64_t o = 0; o < wout; o++) y[o] = value;
+    } else {
+      const float *row = x + off;
+      for (int64_t o = 0; o < m0; o++) {
+        const int64_t i = pad_map(o - pb, win, p->mode);
+        y[o] = i < 0 ? value : row[i];
+      }
+      if (m1 > m0) memcpy(y + m0, row + (m0 - pb), (size_t)(m1 - m0) * sizeof *y);
+      for (int64_t o = m1; o < wout; o++) {
+        const int64_t i = pad_map(o - pb, win, p->mode);
+        y[o] = i < 0 ? value : row[i];
+      }
+    }
+    y += wout;
+    uint32_t d = k - 1;
+    for (;;) {
+      if (d == 0) return;
+      d--;
+      if (++idx[d] < p->out[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+#endif

@@ -1,0 +1,320 @@
+/*
+ * Pooling, float32: MaxPool and AveragePool over 1-3 spatial dims (pads,
+ * strides, dilations, ceil_mode, auto_pad), GlobalAveragePool, GlobalMaxPool.
+ *
+ * Windowed pools are run as 3-D pools: a 1-D or 2-D input gets leading
+ * spatial dims of size 1 (kernel 1, stride 1, no pads), so one loop nest
+ * serves all ranks. Prepare tabulates, per axis and output index, the first
+ * in-bounds input position and how many taps fall inside the input, so the
+ * hot loop has no divisions and no bounds tests.
+ */
+#include "kcommon.h"
+
+#if defined(MRT_TYPE_float32)
+
+#define NEG_INF (-__builtin_inff())
+
+#if defined(MRT_OP_MaxPool) || defined(MRT_OP_AveragePool)
+
+typedef struct pool_tap {
+  int32_t pos;   /* first in-bounds input position of the window */
+  int32_t n;     /* taps inside the input */
+  int32_t nincl; /* taps inside the padded input (count_include_pad divisor) */
+} pool_tap;
+
+typedef struct pool_params {
+  size_t planes;           /* N * C */
+  int64_t in[3], out[3];   /* spatial sizes, padded with leading 1s */
+  int64_t dil[3];
+  pool_tap *tap[3];        /* tap[a][o] for o < out[a] */
+  int64_t istride[3];      /* MaxPool Indices: flat-index stride of each axis */
+  int count_include_pad;
+} pool_params;
+
+/* Division rounding towards +inf for a > 0 divisor. */
+static int64_t div_up(int64_t n, int64_t d) {
+  return n >= 0 ? (n + d - 1) / d : -((-n) / d);
+}
+
+static mrt_status pool_prepare(mrt_node *node, mrt_ctx *ctx, int max_outputs, int has_dilations,
+                               pool_params **out) {
+  mrt_status st = mrt_check_arity(ctx, node, 1, 1, 1, (uint32_t)max_outputs);
+  if (st) return st;
+  const mrt_tensor *x = node->inputs[0], *y = node->outputs[0];
+  if ((st = mrt_check_dtype(ctx, node, x, MRT_DTYPE_FLOAT32)) ||
+      (st = mrt_check_dtype(ctx, node, y, MRT_DTYPE_FLOAT32)))
+    return st;
+  const uint32_t k = x->ndim - 2;
+  if (x->ndim < 3 || x->ndim > 5 || y->ndim != x->ndim)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED,
+                         "input must be [N, C, D1..Dk] with 1 <= k <= 3, got rank %u", x->ndim);
+  const int64_t *ks, *strides, *dils, *pads;
+  uint32_t nks = mrt_attr_ints(node, "kernel_shape", &ks);
+  uint32_t ns = mrt_attr_ints(node, "strides", &strides);
+  uint32_t nd = has_dilations ? mrt_attr_ints(node, "dilations", &dils) : 0;
+  uint32_t np = mrt_attr_ints(node, "pads", &pads);
+  if (nks != k || (ns && ns != k) || (nd && nd != k) || (np && np != 2 * k))
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                         "kernel_shape (%u), strides (%u), dilations (%u) and pads (%u) must "
+                         "have %u, %u, %u and %u values",
+                         nks, ns, nd, np, k, k, k, 2 * k);
+  int same_upper = mrt_attr_string_is(node, "auto_pad", "NOTSET", "SAME_UPPER");
+  int same_lower = mrt_attr_string_is(node, "auto_pad", "NOTSET", "SAME_LOWER");
+  int valid = mrt_attr_string_is(node, "auto_pad", "NOTSET", "VALID");
+  if (!same_upper && !same_lower && !valid &&
+      !mrt_attr_string_is(node, "auto_pad", "NOTSET", "NOTSET"))
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "unknown auto_pad value");
+  const int ceil_mode = mrt_attr_int(node, "ceil_mode", 0) != 0;
+
+  pool_params *p = mrt_ctx_alloc(ctx, sizeof *p);
+  if (!p) return mrt_ctx_error(ctx, node, MRT_STATUS_OUT_OF_MEMORY, "out of memory");
+  if (y->dims[0] != x->dims[0] || y->dims[1] != x->dims[1])
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                         "output N and C must equal the input's");
+  p->planes = (size_t)x->dims[0] * (size_t)x->dims[1];
+  for (uint32_t a = 0; a < 3; a++) {
+    const uint32_t j = a + k - 3; /* attribute index; the leading padded axes have none */
+    const int pad_axis = a + k >= 3;
+    int64_t in = pad_axis ? x->dims[2 + j] : 1;
+    int64_t kk = pad_axis ? ks[j] : 1;
+    int64_t s = pad_axis && ns ? strides[j] : 1;
+    int64_t d = pad_axis && nd ? dils[j] : 1;
+    int64_t pb = pad_axis && np ? pads[j] : 0, pe = pad_axis && np ? pads[j + k] : 0;
+    if (kk < 1 || s < 1 || d < 1 || pb < 0 || pe < 0)
+      return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                           "axis %u: kernel, stride and dilation must be >= 1 and pads >= 0", j);
+    const int64_t span = (kk - 1) * d + 1;
+    int64_t o;
+    if (pad_axis && (same_upper || same_lower)) {
+      o = div_up(in, s);
+      int64_t total = (o - 1) * s + span - in;
+      if (total < 0) total = 0;
+      pb = same_upper ? total / 2 : total - total / 2;
+      pe = total - pb;
+    } else {
+      if (valid) pb = pe = 0;
+      const int64_t room = in + pb + pe - span;
+      if (room < 0)
+        return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                             "axis %u: the window (%lld) is larger than the padded input (%lld)",
+                             j, (long long)span, (long long)(in + pb + pe));
+      o = (ceil_mode ? div_up(room, s) : room / s) + 1;
+      /* ceil_mode must not start a window in the end padding (as onnxruntime, PyTorch). */
+      if (ceil_mode && (o - 1) * s >= in + pb) o--;
+    }
+    if (pad_axis && y->dims[2 + j] != o)
+      return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                           "output spatial dim %u is %lld, the attributes give %lld", j,
+                           (long long)y->dims[2 + j], (long long)o);
+    if (in > INT32_MAX || o > INT32_MAX)
+      return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "spatial dims above 2^31");
+    p->in[a] = in, p->out[a] = o, p->dil[a] = d;
+    pool_tap *t = mrt_ctx_alloc(ctx, (size_t)(o ? o : 1) * sizeof *t);
+    if (!t) return mrt_ctx_error(ctx, node, MRT_STATUS_OUT_OF_MEMORY, "out of memory");
+    for (int64_t i = 0; i < o; i++) {
+      const int64_t start = i * s - pb;
+      const int64_t t0 = start < 0 ? div_up(-start, d) : 0;
+      int64_t t1 = div_up(in - start, d), u1 = div_up(in + pe - start, d);
+      if (t1 > kk) t1 = kk;
+      if (u1 > kk) u1 = kk;
+      t[i].pos = (int32_t)(start + t0 * d);
+      t[i].n = t1 > t0 ? (int32_t)(t1 - t0) : 0;
+      t[i].nincl = (int32_t)u1;
+    }
+    p->tap[a] = t;
+  }
+  *out = p;
+  return MRT_STATUS_OK;
+}
+
+#endif /* MaxPool || AveragePool */
+
+#if defined(MRT_OP_MaxPool)
+
+mrt_status mrt_maxpool_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
+  pool_params *p;
+  mrt_status st = pool_prepare(node, ctx, 2, 1, &p);
+  if (st) return st;
+  const mrt_tensor *ind = mrt_out(node, 1);
+  if (ind) {
+    if (ind->dtype != MRT_DTYPE_INT64 || !mrt_same_dims(ind, node->outputs[0]))
+      return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                           "Indices must be int64 with the output's shape");
+    /* Flat indices over the real spatial dims: row-major, or column-major with storage_order 1. */
+    const int col = mrt_attr_int(node, "storage_order", 0) != 0;
+    int64_t r = 1;
+    for (uint32_t i = 0; i < 3; i++) {
+      uint32_t a = col ? i : 2 - i;
+      p->istride[a] = r;
+      r *= p->in[a];
+    }
+  }
+  node->params = p;
+  return MRT_STATUS_OK;
+}
+
+void mrt_maxpool_run_f32(const mrt_node *node, void *scratch) {
+  MRT_UNUSED(scratch);
+  const pool_params *p = node->params;
+  const float *x = node->inputs[0]->data;
+  float *y = node->outputs[0]->data;
+  const mrt_tensor *ind_t = mrt_out(node, 1);
+  int64_t *ind = ind_t ? ind_t->data : NULL;
+  const size_t hw = (size_t)(p->in[1] * p->in[2]), w = (size_t)p->in[2];
+  const size_t plane = hw * (size_t)p->in[0];
+  const size_t dd = (size_t)p->dil[0] * hw, dh = (size_t)p->dil[1] * w, dw = (size_t)p->dil[2];
+  for (size_t c = 0; c < p->planes; c++, x += plane) {
+    for (int64_t od = 0; od < p->out[0]; od++) {
+      const pool_tap td = p->tap[0][od];
+      for (int64_t oh = 0; oh < p->out[1]; oh++) {
+        const pool_tap th = p->tap[1][oh];
+        for (int64_t ow = 0; ow < p->out[2]; ow++) {
+          const pool_tap tw = p->tap[2][ow];
+          const float *base = x + (size_t)td.pos * hw + (size_t)th.pos * w + (size_t)tw.pos;
+          float m = NEG_INF;
+          if (!ind) {
+            for (int32_t i = 0; i < td.n; i++)
+              for (int32_t j = 0; j < th.n; j++) {
+                const float *r = base + i * dd + j * dh;
+                for (int32_t l = 0; l < tw.n; l++) m = r[l * dw] > m ? r[l * dw] : m;
+              }
+          } else {
+            int64_t best = 0;
+            for (int32_t i = 0; i < td.n; i++)
+              for (int32_t j = 0; j < th.n; j++)
+                for (int32_t l = 0; l < tw.n; l++) {
+                  const float v = base[i * dd + j * dh + l * dw];
+                  if (v > m) {
+                    m = v;
+                    best = (td.pos + i * p->dil[0]) * p->istride[0] +
+                           (th.pos + j * p->dil[1]) * p->istride[1] +
+                           (tw.pos + l * p->dil[2]) * p->istride[2];
+                  }
+                }
+            *ind++ = (int64_t)(c * plane) + best;
+          }
+          *y++ = m;
+        }
+      }
+    }
+  }
+}
+
+#endif /* MaxPool */
+
+#if defined(MRT_OP_AveragePool)
+
+mrt_status mrt_averagepool_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
+  pool_params *p;
+  mrt_status st = pool_prepare(node, ctx, 1, node->opset >= 19, &p);
+  if (st) return st;
+  p->count_include_pad = mrt_attr_int(node, "count_include_pad", 0) != 0;
+  node->params = p;
+  return MRT_STATUS_OK;
+}
+
+void mrt_averagepool_run_f32(const mrt_node *node, void *scratch) {
+  MRT_UNUSED(scratch);
+  const pool_params *p = node->params;
+  const float *x = node->inputs[0]->data;
+  float *y = node->outputs[0]->data;
+  const size_t hw = (size_t)(p->in[1] * p->in[2]), w = (size_t)p->in[2];
+  const size_t plane = hw * (size_t)p->in[0];
+  const size_t dd = (size_t)p->dil[0] * hw, dh = (size_t)p->dil[1] * w, dw = (size_t)p->dil[2];
+  for (size_t c = 0; c < p->planes; c++, x += plane) {
+    for (int64_t od = 0; od < p->out[0]; od++) {
+      const pool_tap td = p->tap[0][od];
+      for (int64_t oh = 0; oh < p->out[1]; oh++) {
+        const pool_tap th = p->tap[1][oh];
+        for (int64_t ow = 0; ow < p->out[2]; ow++) {
+          const pool_tap tw = p->tap[2][ow];
+          const float *base = x + (size_t)td.pos * hw + (size_t)th.pos * w + (size_t)tw.pos;
+          float s = 0.0f;
+          for (int32_t i = 0; i < td.n; i++)
+            for (int32_t j = 0; j < th.n; j++) {
+              const float *r = base + i * dd + j * dh;
+              for (int32_t l = 0; l < tw.n; l++) s += r[l * dw];
+            }
+          const int32_t cnt = p->count_include_pad ? td.nincl * th.nincl * tw.nincl
+                                                   : td.n * th.n * tw.n;
+          *y++ = cnt > 0 ? s / (float)cnt : 0.0f;
+        }
+      }
+    }
+  }
+}
+
+#endif /* AveragePool */
+
+#if defined(MRT_OP_GlobalAveragePool) || defined(MRT_OP_GlobalMaxPool)
+
+typedef struct gpool_params {
+  size_t planes, plane;
+} gpool_params;
+
+static mrt_status gpool_prepare(mrt_node *node, mrt_ctx *ctx) {
+  mrt_status st = mrt_check_arity(ctx, node, 1, 1, 1, 1);
+  if (st) return st;
+  const mrt_tensor *x = node->inputs[0], *y = node->outputs[0];
+  if ((st = mrt_check_dtype(ctx, node, x, MRT_DTYPE_FLOAT32)) ||
+      (st = mrt_check_dtype(ctx, node, y, MRT_DTYPE_FLOAT32)))
+    return st;
+  int ok = x->ndim >= 2 && y->ndim == x->ndim && y->dims[0] == x->dims[0] &&
+           y->dims[1] == x->dims[1];
+  for (uint32_t i = 2; ok && i < y->ndim; i++) ok = y->dims[i] == 1;
+  if (!ok)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                         "input must be [N, C, ...] and output [N, C, 1, ...]");
+  gpool_params *p = mrt_ctx_alloc(ctx, sizeof *p);
+  if (!p) return mrt_ctx_error(ctx, node, MRT_STATUS_OUT_OF_MEMORY, "out of memory");
+  p->planes = (size_t)x->dims[0] * (size_t)x->dims[1];
+  p->plane = mrt_prod(x->dims, 2, x->ndim);
+  if (p->plane == 0 && p->planes)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "empty spatial dims");
+  node->params = p;
+  return MRT_STATUS_OK;
+}
+
+#endif
+
+#if defined(MRT_OP_GlobalAveragePool)
+mrt_status mrt_globalaveragepool_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
+  return gpool_prepare(node, ctx);
+}
+
+void mrt_globalaveragepool_run_f32(const mrt_node *node, void *scratch) {
+  MRT_UNUSED(scratch);
+  const gpool_params *p = node->params;
+  const float *x = node->inputs[0]->data;
+  float *y = node->outputs[0]->data;
+  const float inv = 1.0f / (float)p->plane;
+  for (size_t c = 0; c < p->planes; c++, x += p->plane) {
+    /* Four partial sums: breaks the add dependency chain and lets it vectorise. */
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    size_t i = 0;
+    for (; i + 4 <= p->plane; i += 4) s0 += x[i], s1 += x[i + 1], s2 += x[i + 2], s3 += x[i + 3];
+    for (; i < p->plane; i++) s0 += x[i];
+    y[c] = ((s0 + s1) + (s2 + s3)) * inv;
+  }
+}
+#endif
+
+#if defined(MRT_OP_GlobalMaxPool)
+mrt_status mrt_globalmaxpool_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
+  return gpool_prepare(node, ctx);
+}
+
+void mrt_globalmaxpool_run_f32(const mrt_node *node, void *scratch) {
+  MRT_UNUSED(scratch);
+  const gpool_params *p = node->params;
+  const float *x = node->inputs[0]->data;
+  float *y = node->outputs[0]->data;
+  for (size_t c = 0; c < p->planes; c++, x += p->plane) {
+    float m = NEG_INF;
+    for (size_t i = 0; i < p->plane; i++) m = x[i] > m ? x[i] : m;
+    y[c] = m;
+  }
+}
+#endif
+
+#endif /* MRT_TYPE_float32 */

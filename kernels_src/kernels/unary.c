@@ -1,0 +1,205 @@
+/*
+ * Elementwise unary float32 ops: Relu, Clip, Sigmoid, Tanh, LeakyRelu,
+ * HardSigmoid, HardSwish, Exp, Sqrt, Neg, Abs. Each op is a flat inner loop
+ * `mrt_<op>_f32(n, x, y[, a, b])` plus a thin wrapper; the op of the object is
+ * picked by MRT_OP_<op>. Loops are written as selects so they vectorise.
+ */
+#include "kcommon.h"
+
+#if defined(MRT_TYPE_float32)
+
+/* The two float parameters an op may carry (alpha/beta, or min/max for Clip). */
+typedef struct un_params {
+  float a, b;
+} un_params;
+
+#define LOOP(name, expr)                                                                  \
+  void mrt_##name##_f32(size_t n, const float *restrict x, float *restrict y) {           \
+    for (size_t i = 0; i < n; i++) {                                                      \
+      const float v = x[i];                                                               \
+      y[i] = (expr);                                                                      \
+    }                                                                                     \
+  }
+#define LOOP2(name, expr)                                                                 \
+  void mrt_##name##_f32(size_t n, const float *restrict x, float *restrict y, float a,   \
+                        float b) {                                                        \
+    MRT_UNUSED(a), MRT_UNUSED(b);                                                         \
+    for (size_t i = 0; i < n; i++) {                                                      \
+      const float v = x[i];                                                               \
+      y[i] = (expr);                                                                      \
+    }                                                                                     \
+  }
+#define RUN1(name)                                                                        \
+  void mrt_##name##_run_f32(const mrt_node *node, void *scratch) {                       \
+    MRT_UNUSED(scratch);                                                                  \
+    const mrt_tensor *x = node->inputs[0], *y = node->outputs[0];                        \
+    mrt_##name##_f32(y->count, x->data, y->data);                                         \
+  }
+#define RUN2(name)                                                                        \
+  void mrt_##name##_run_f32(const mrt_node *node, void *scratch) {                       \
+    MRT_UNUSED(scratch);                                                                  \
+    const mrt_tensor *x = node->inputs[0], *y = node->outputs[0];                        \
+    const un_params *p = node->params;                                                    \
+    mrt_##name##_f32(y->count, x->data, y->data, p->a, p->b);                             \
+  }
+/* prepare for ops whose parameters are attributes (or none). */
+#define PREPARE(name, aname, adflt, bname, bdflt)                                         \
+  mrt_status mrt_##name##_prepare_f32(mrt_node *node, mrt_ctx *ctx) {                    \
+    mrt_status st = un_check(node, ctx, 1);                                               \
+    if (st) return st;                                                                    \
+    un_params *p = mrt_ctx_alloc(ctx, sizeof *p);                                         \
+    if (!p) return mrt_ctx_error(ctx, node, MRT_STATUS_OUT_OF_MEMORY, "out of memory");   \
+    p->a = mrt_attr_float(node, aname, adflt);                                            \
+    p->b = mrt_attr_float(node, bname, bdflt);                                            \
+    node->params = p;                                                                     \
+    return MRT_STATUS_OK;                                                                 \
+  }
+
+#define PREPARE0(name)                                                                    \
+  mrt_status mrt_##name##_prepare_f32(mrt_node *node, mrt_ctx *ctx) {                    \
+    return un_check(node, ctx, 1);                                                        \
+  }
+
+/* One float input (plus max_in - 1 optional ones), one output of the same shape. */
+static mrt_status un_check(mrt_node *node, mrt_ctx *ctx, uint32_t max_in) {
+  mrt_status st = mrt_check_arity(ctx, node, 1, max_in, 1, 1);
+  if (st) return st;
+  const mrt_tensor *x = node->inputs[0], *y = node->outputs[0];
+  if (!x) return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "input 0 is missing");
+  if ((st = mrt_check_dtype(ctx, node, x, MRT_DTYPE_FLOAT32)) ||
+      (st = mrt_check_dtype(ctx, node, y, MRT_DTYPE_FLOAT32)))
+    return st;
+  if (!mrt_same_dims(x, y))
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                         "output shape must equal the input shape");
+  return MRT_STATUS_OK;
+}
+
+#if defined(MRT_OP_Relu)
+/* x < 0 rather than x > 0 so that NaN passes through, as max(x, 0) does in ONNX. */
+LOOP(relu, v < 0.0f ? 0.0f : v)
+RUN1(relu)
+PREPARE0(relu)
+#endif
+
+#if defined(MRT_OP_Sigmoid)
+/* expf(-v) overflows to inf for very negative v, giving exactly 0: no clamp needed. */
+LOOP(sigmoid, 1.0f / (1.0f + expf(-v)))
+RUN1(sigmoid)
+PREPARE0(sigmoid)
+#endif
+
+#if defined(MRT_OP_Tanh)
+LOOP(tanh, tanhf(v))
+RUN1(tanh)
+PREPARE0(tanh)
+#endif
+
+#if defined(MRT_OP_Exp)
+LOOP(exp, expf(v))
+RUN1(exp)
+PREPARE0(exp)
+#endif
+
+#if defined(MRT_OP_Sqrt)
+LOOP(sqrt, sqrtf(v))
+RUN1(sqrt)
+PREPARE0(sqrt)
+#endif
+
+#if defined(MRT_OP_Neg)
+LOOP(neg, -v)
+RUN1(neg)
+PREPARE0(neg)
+#endif
+
+#if defined(MRT_OP_Abs)
+LOOP(abs, fabsf(v))
+RUN1(abs)
+PREPARE0(abs)
+#endif
+
+#if defined(MRT_OP_LeakyRelu)
+LOOP2(leakyrelu, v < 0.0f ? v * a : v)
+RUN2(leakyrelu)
+PREPARE(leakyrelu, "alpha", 0.01f, "", 0.0f)
+#endif
+
+#if defined(MRT_OP_HardSigmoid)
+#define HS_CLAMP01(t) ((t) < 0.0f ? 0.0f : (t) > 1.0f ? 1.0f : (t))
+LOOP2(hardsigmoid, HS_CLAMP01(a * v + b))
+RUN2(hardsigmoid)
+PREPARE(hardsigmoid, "alpha", 0.2f, "beta", 0.5f)
+#endif
+
+#if defined(MRT_OP_HardSwish)
+/* x * HardSigmoid(x) with ONNX's fixed alpha = 1/6, beta = 0.5. */
+static inline float hswish(float v) {
+  const float t = v * (1.0f / 6.0f) + 0.5f;
+  return v * (t < 0.0f ? 0.0f : t > 1.0f ? 1.0f : t);
+}
+LOOP(hardswish, hswish(v))
+RUN1(hardswish)
+PREPARE0(hardswish)
+#endif
+
+#if defined(MRT_OP_Clip)
+/* min(max(x, lo), hi) as two selects: NaN passes through, the loop vectorises,
+ * and lo > hi gives hi as in numpy.clip and onnxruntime. */
+static inline float clamp(float v, float lo, float hi) {
+  const float t = v < lo ? lo : v;
+  return t > hi ? hi : t;
+}
+LOOP2(clip, clamp(v, a, b))
+
+typedef struct clip_params {
+  un_params lim;
+  const mrt_tensor *min_t, *max_t; /* non-constant limit inputs, read at run */
+} clip_params;
+
+/* Opset 11+: min and max are optional scalar inputs, almost always constants. */
+static mrt_status clip_limit(mrt_node *node, mrt_ctx *ctx, uint32_t i, float *v,
+                             const mrt_tensor **dyn) {
+  const mrt_tensor *t = mrt_in(node, i);
+  if (!t) return MRT_STATUS_OK;
+  mrt_status st = mrt_check_dtype(ctx, node, t, MRT_DTYPE_FLOAT32);
+  if (st) return st;
+  if (t->count != 1)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                         "input %u (%s) must be a scalar, it has %zu elements", i,
+                         i == 1 ? "min" : "max", t->count);
+  if (t->is_constant && t->data)
+    *v = *(const float *)t->data;
+  else
+    *dyn = t;
+  return MRT_STATUS_OK;
+}
+
+mrt_status mrt_clip_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
+  mrt_status st = un_check(node, ctx, 3);
+  if (st) return st;
+  clip_params *p = mrt_ctx_alloc(ctx, sizeof *p);
+  if (!p) return mrt_ctx_error(ctx, node, MRT_STATUS_OUT_OF_MEMORY, "out of memory");
+  p->lim.a = -FLT_MAX, p->lim.b = FLT_MAX;
+  if (node->opset < 11) {
+    p->lim.a = mrt_attr_float(node, "min", -FLT_MAX);
+    p->lim.b = mrt_attr_float(node, "max", FLT_MAX);
+  } else if ((st = clip_limit(node, ctx, 1, &p->lim.a, &p->min_t)) ||
+             (st = clip_limit(node, ctx, 2, &p->lim.b, &p->max_t))) {
+    return st;
+  }
+  node->params = p;
+  return MRT_STATUS_OK;
+}
+
+void mrt_clip_run_f32(const mrt_node *node, void *scratch) {
+  MRT_UNUSED(scratch);
+  const clip_params *p = node->params;
+  const mrt_tensor *x = node->inputs[0], *y = node->outputs[0];
+  float lo = p->min_t ? *(const float *)p->min_t->data : p->lim.a;
+  float hi = p->max_t ? *(const float *)p->max_t->data : p->lim.b;
+  mrt_clip_f32(y->count, x->data, y->data, lo, hi);
+}
+#endif
+
+#endif /* MRT_TYPE_float32 */

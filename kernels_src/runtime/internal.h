@@ -1,0 +1,51 @@
+/* Runtime-core internals shared by model.c, session.c and attrs.c. */
+#ifndef MRT_INTERNAL_H
+#define MRT_INTERNAL_H
+
+#include "mrt_kernel.h"
+
+#define MRT_MAGIC "MRTM"
+#define MRT_FORMAT_MAJOR 1
+#define MRT_HEADER_SIZE 96u
+#define MRT_TENSOR_RECORD 88u
+#define MRT_NODE_RECORD 48u
+#define MRT_ATTR_RECORD 24u
+#define MRT_NO_INDEX 0xFFFFFFFFu
+#define MRT_ALIGN 64u
+#define MRT_ERROR_SIZE 256
+
+struct mrt_ctx {
+  struct mrt_session *session;
+  size_t scratch_size;
+};
+
+struct mrt_session {
+  uint8_t *owned_model;      /* aligned copy of the model, or NULL when borrowed */
+  const uint8_t *model;
+  size_t model_size;
+  uint32_t n_tensors, n_nodes, n_inputs, n_outputs;
+  mrt_tensor *tensors;
+  mrt_node *nodes;
+  mrt_attr *attrs;
+  mrt_tensor **io;           /* node input/output pointer lists */
+  uint32_t *graph_io;        /* indices of graph inputs then outputs */
+  uint8_t *arena;            /* activations, 64-aligned inside arena_block */
+  void *arena_block;
+  size_t arena_size;
+  uint8_t *scratch;
+  void *scratch_block;
+  size_t scratch_size;
+  void **allocs;             /* memory handed out by mrt_ctx_alloc */
+  size_t n_allocs, cap_allocs;
+  char error[MRT_ERROR_SIZE];
+};
+
+/* model.c: parse and check the model bytes into `s`. */
+mrt_status mrt_model_load(struct mrt_session *s);
+
+/* session.c */
+mrt_status mrt_session_fail(struct mrt_session *s, mrt_status status, const char *fmt, ...);
+size_t mrt_dtype_size(uint32_t dtype);
+const char *mrt_dtype_name(uint32_t dtype);
+
+#endif

@@ -1,0 +1,144 @@
+/*
+ * The contract between the runtime core and operator kernels.
+ *
+ * A kernel is a pair of functions found through the generated registry:
+ *   prepare(node, ctx) -- runs once when a session is created. It checks the
+ *       node's tensors and attributes (shapes are static), computes whatever
+ *       the hot path needs into node->params (allocated with mrt_ctx_alloc),
+ *       may repack constant weights, and asks for scratch memory with
+ *       mrt_ctx_request_scratch. It reports problems with mrt_ctx_error and
+ *       returns its status; it never aborts.
+ *   run(node, scratch) -- runs on every mrt_session_run. It trusts what
+ *       prepare checked and only computes.
+ *
+ * Kernels include only compiler headers; the few libc/libm functions they use
+ * are declared here.
+ */
+#ifndef MRT_KERNEL_H
+#define MRT_KERNEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <float.h>
+
+#include "minirt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* libc / libm: declared, not included, so kernels build without an SDK. */
+void *memcpy(void *restrict dst, const void *restrict src, size_t n);
+void *memmove(void *dst, const void *src, size_t n);
+void *memset(void *dst, int c, size_t n);
+int strcmp(const char *a, const char *b);
+float expf(float x);
+float logf(float x);
+float sqrtf(float x);
+float powf(float x, float y);
+float tanhf(float x);
+float floorf(float x);
+float ceilf(float x);
+float fabsf(float x);
+
+#ifdef NDEBUG
+#define MRT_ASSERT(x) ((void)0)
+#else
+#define MRT_ASSERT(x) ((x) ? (void)0 : __builtin_trap())
+#endif
+
+#define MRT_RESTRICT restrict
+#define MRT_UNUSED(x) ((void)(x))
+
+/* Attribute types (ONNX AttributeProto.AttributeType values). */
+typedef enum mrt_attr_type {
+  MRT_ATTR_FLOAT = 1,
+  MRT_ATTR_INT = 2,
+  MRT_ATTR_STRING = 3,
+  MRT_ATTR_FLOATS = 6,
+  MRT_ATTR_INTS = 7,
+} mrt_attr_type;
+
+typedef struct mrt_attr {
+  const char *name;
+  mrt_attr_type type;
+  uint32_t count;      /* elements (FLOATS/INTS), bytes (STRING, no NUL), 1 otherwise */
+  const void *data;    /* float[], int64_t[] or char[]; 8-byte aligned */
+} mrt_attr;
+
+/* A tensor as the kernels see it. Shapes are static: fixed at convert time. */
+typedef struct mrt_tensor {
+  const char *name;
+  mrt_dtype dtype;
+  uint32_t ndim;
+  int64_t dims[MRT_MAX_DIMS];
+  size_t count;        /* number of elements (product of dims; 1 for a scalar) */
+  size_t nbytes;
+  void *data;          /* arena, weights (read-only!) or NULL before bind */
+  uint32_t is_constant;
+} mrt_tensor;
+
+struct mrt_kernel;
+
+typedef struct mrt_node {
+  const char *op;
+  const char *domain;  /* "" for ai.onnx */
+  const char *name;
+  uint32_t opset;      /* the operator's since_version the model was converted for */
+  mrt_dtype dtype;     /* element type of the kernel's type constraint */
+  uint32_t n_inputs;
+  uint32_t n_outputs;
+  uint32_t n_attrs;
+  mrt_tensor **inputs; /* an omitted optional input is NULL */
+  mrt_tensor **outputs;
+  const mrt_attr *attrs;
+  void *params;        /* kernel-private, set by prepare */
+  const struct mrt_kernel *kernel;
+} mrt_node;
+
+typedef struct mrt_ctx mrt_ctx;
+
+/* Allocate zeroed memory owned by the session (freed with it). NULL on OOM. */
+void *mrt_ctx_alloc(mrt_ctx *ctx, size_t size);
+/* Ask for `size` bytes of 64-byte aligned scratch passed to run(). */
+void mrt_ctx_request_scratch(mrt_ctx *ctx, size_t size);
+/* Record an error message naming the node (printf-like: %s %d %u %lld %zu). Returns status. */
+mrt_status mrt_ctx_error(mrt_ctx *ctx, const mrt_node *node, mrt_status status, const char *fmt, ...);
+
+typedef mrt_status (*mrt_prepare_fn)(mrt_node *node, mrt_ctx *ctx);
+typedef void (*mrt_run_fn)(const mrt_node *node, void *scratch);
+
+/* One row of the generated registry (registry.c). */
+typedef struct mrt_kernel {
+  const char *domain;
+  const char *op;
+  uint16_t since_min;  /* accepted operator since_versions, inclusive */
+  uint16_t since_max;
+  uint32_t dtype;      /* element type of the type constraint the kernel is specialised for */
+  mrt_prepare_fn prepare;
+  mrt_run_fn run;
+} mrt_kernel;
+
+extern const mrt_kernel mrt_kernels[];
+extern const size_t mrt_kernel_count;
+
+/* Attribute helpers (runtime/attrs.c). Lookups by name; absent -> default. */
+const mrt_attr *mrt_node_attr(const mrt_node *node, const char *name);
+int64_t mrt_attr_int(const mrt_node *node, const char *name, int64_t dflt);
+float mrt_attr_float(const mrt_node *node, const char *name, float dflt);
+/* Returns the number of elements (0 if absent) and sets *values. */
+uint32_t mrt_attr_ints(const mrt_node *node, const char *name, const int64_t **values);
+uint32_t mrt_attr_floats(const mrt_node *node, const char *name, const float **values);
+/* Compares a STRING attribute with `s`; absent -> compares `dflt`. */
+int mrt_attr_string_is(const mrt_node *node, const char *name, const char *dflt, const char *s);
+
+/* Common checks used by prepare functions. */
+mrt_status mrt_check_arity(mrt_ctx *ctx, const mrt_node *node, uint32_t min_in, uint32_t max_in,
+                           uint32_t min_out, uint32_t max_out);
+mrt_status mrt_check_dtype(mrt_ctx *ctx, const mrt_node *node, const mrt_tensor *t, mrt_dtype want);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MRT_KERNEL_H */

@@ -1,0 +1,344 @@
+/* Sessions: load, bind kernels, prepare, run. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "config.h" /* generated: MRT_MANIFEST_HASH, MRT_ENABLE_MESSAGES */
+
+size_t mrt_dtype_size(uint32_t dtype) {
+  switch (dtype) {
+    case MRT_DTYPE_FLOAT32: case MRT_DTYPE_INT32: return 4;
+    case MRT_DTYPE_UINT8: case MRT_DTYPE_INT8: case MRT_DTYPE_BOOL: return 1;
+    case MRT_DTYPE_INT64: return 8;
+    case MRT_DTYPE_FLOAT16: return 2;
+    default: return 0;
+  }
+}
+
+const char *mrt_dtype_name(uint32_t dtype) {
+  switch (dtype) {
+    case MRT_DTYPE_FLOAT32: return "float32";
+    case MRT_DTYPE_UINT8: return "uint8";
+    case MRT_DTYPE_INT8: return "int8";
+    case MRT_DTYPE_INT32: return "int32";
+    case MRT_DTYPE_INT64: return "int64";
+    case MRT_DTYPE_BOOL: return "bool";
+    case MRT_DTYPE_FLOAT16: return "float16";
+    default: return "unknown";
+  }
+}
+
+static void vformat(char *dst, size_t size, const char *fmt, va_list ap) {
+#if MRT_ENABLE_MESSAGES
+  vsnprintf(dst, size, fmt, ap);
+#else
+  /* Messages compiled out for the smallest builds: keep the format string
+   * out of the binary too, only the status remains. */
+  (void)fmt; (void)ap;
+  if (size) dst[0] = 0;
+#endif
+}
+
+mrt_status mrt_session_fail(struct mrt_session *s, mrt_status status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vformat(s->error, sizeof s->error, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+void *mrt_ctx_alloc(mrt_ctx *ctx, size_t size) {
+  struct mrt_session *s = ctx->session;
+  if (s->n_allocs == s->cap_allocs) {
+    size_t cap = s->cap_allocs ? s->cap_allocs * 2 : 16;
+    void **grown = realloc(s->allocs, cap * sizeof *grown);
+    if (!grown) return NULL;
+    s->allocs = grown;
+    s->cap_allocs = cap;
+  }
+  /* 64-byte aligned so kernels can keep packed weights here. */
+  void *block = calloc(1, size + MRT_ALIGN + sizeof(void *));
+  if (!block) return NULL;
+  s->allocs[s->n_allocs++] = block;
+  uintptr_t p = ((uintptr_t)block + sizeof(void *) + MRT_ALIGN - 1) & ~(uintptr_t)(MRT_ALIGN - 1);
+  return (void *)p;
+}
+
+void mrt_ctx_request_scratch(mrt_ctx *ctx, size_t size) {
+  if (size > ctx->scratch_size) ctx->scratch_size = size;
+}
+
+mrt_status mrt_ctx_error(mrt_ctx *ctx, const mrt_node *node, mrt_status status, const char *fmt, ...) {
+  struct mrt_session *s = ctx->session;
+  size_t n = 0;
+#if MRT_ENABLE_MESSAGES
+  n = (size_t)snprintf(s->error, sizeof s->error, "node '%s' (%s%s%s opset %u, %s): ", node->name,
+                       node->domain, node->domain[0] ? "." : "", node->op, node->opset,
+                       mrt_dtype_name(node->dtype));
+  if (n >= sizeof s->error) n = sizeof s->error - 1;
+#else
+  (void)node;
+#endif
+  va_list ap;
+  va_start(ap, fmt);
+  vformat(s->error + n, sizeof s->error - n, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+mrt_status mrt_check_arity(mrt_ctx *ctx, const mrt_node *node, uint32_t min_in, uint32_t max_in,
+                           uint32_t min_out, uint32_t max_out) {
+  if (node->n_inputs < min_in || node->n_inputs > max_in || node->n_outputs < min_out ||
+      node->n_outputs > max_out)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "has %u inputs and %u outputs, expected %u..%u and %u..%u",
+                         node->n_inputs, node->n_outputs, min_in, max_in, min_out, max_out);
+  for (uint32_t k = 0; k < min_in; k++) {
+    if (!node->inputs[k])
+      return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "required input %u is missing", k);
+  }
+  return MRT_STATUS_OK;
+}
+
+mrt_status mrt_check_dtype(mrt_ctx *ctx, const mrt_node *node, const mrt_tensor *t, mrt_dtype want) {
+  if (t && t->dtype != want)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "tensor '%s' is %s, expected %s", t->name,
+                         mrt_dtype_name(t->dtype), mrt_dtype_name(want));
+  return MRT_STATUS_OK;
+}
+
+/* The registry is sorted by (domain, op); a linear scan of a few dozen rows
+ * at load time costs nothing next to prepare. */
+static const mrt_kernel *find_kernel(const mrt_node *n) {
+  for (size_t i = 0; i < mrt_kernel_count; i++) {
+    const mrt_kernel *k = &mrt_kernels[i];
+    if (k->dtype == (uint32_t)n->dtype && n->opset >= k->since_min && n->opset <= k->since_max &&
+        strcmp(k->op, n->op) == 0 && strcmp(k->domain, n->domain) == 0)
+      return k;
+  }
+  return NULL;
+}
+
+static void *aligned_alloc64(size_t size, void **block) {
+  *block = malloc(size + MRT_ALIGN);
+  if (!*block) return NULL;
+  return (void *)(((uintptr_t)*block + MRT_ALIGN - 1) & ~(uintptr_t)(MRT_ALIGN - 1));
+}
+
+static mrt_status session_init(struct mrt_session *s) {
+  mrt_status st = mrt_model_load(s);
+  if (st) return st;
+
+  s->arena = aligned_alloc64(s->arena_size ? s->arena_size : 1, &s->arena_block);
+  if (!s->arena) return mrt_session_fail(s, MRT_STATUS_OUT_OF_MEMORY, "out of memory: arena of %zu bytes", s->arena_size);
+  memset(s->arena, 0, s->arena_size);
+  for (uint32_t i = 0; i < s->n_tensors; i++) {
+    mrt_tensor *t = &s->tensors[i];
+    if (!t->is_constant) t->data = s->arena + (uintptr_t)t->data;
+  }
+
+  mrt_ctx ctx = {s, 0};
+  for (uint32_t i = 0; i < s->n_nodes; i++) {
+    mrt_node *n = &s->nodes[i];
+    n->kernel = find_kernel(n);
+    if (!n->kernel)
+      return mrt_session_fail(s, MRT_STATUS_UNSUPPORTED,
+                              "node '%s': this build has no kernel for %s%s%s opset %u type %s; "
+                              "rebuild the runtime with minibuild including the model that uses it",
+                              n->name, n->domain, n->domain[0] ? "." : "", n->op, n->opset, mrt_dtype_name(n->dtype));
+    st = n->kernel->prepare(n, &ctx);
+    if (st) return st;
+  }
+  s->scratch_size = ctx.scratch_size;
+  s->scratch = aligned_alloc64(s->scratch_size ? s->scratch_size : 1, &s->scratch_block);
+  if (!s->scratch) return mrt_session_fail(s, MRT_STATUS_OUT_OF_MEMORY, "out of memory: scratch of %zu bytes", s->scratch_size);
+  return MRT_STATUS_OK;
+}
+
+static void copy_error(char *err, size_t err_size, const char *msg) {
+  if (!err || !err_size) return;
+  size_t n = strlen(msg);
+  if (n >= err_size) n = err_size - 1;
+  memcpy(err, msg, n);
+  err[n] = 0;
+}
+
+mrt_status mrt_session_create(const void *model, size_t size, uint32_t flags, mrt_session **out,
+                              char *err, size_t err_size) {
+  if (out) *out = NULL;
+  if (!model || !out) {
+    copy_error(err, err_size, "mrt_session_create: model and out must not be NULL");
+    return MRT_STATUS_INVALID_ARGUMENT;
+  }
+  struct mrt_session *s = calloc(1, sizeof *s);
+  if (!s) {
+    copy_error(err, err_size, "out of memory");
+    return MRT_STATUS_OUT_OF_MEMORY;
+  }
+  if ((flags & MRT_SESSION_BORROW_BUFFER) && ((uintptr_t)model % MRT_ALIGN) == 0) {
+    s->model = model;
+  } else {
+    void *block;
+    uint8_t *copy = aligned_alloc64(size ? size : 1, &block);
+    if (!copy) {
+      free(s);
+      copy_error(err, err_size, "out of memory copying the model");
+      return MRT_STATUS_OUT_OF_MEMORY;
+    }
+    memcpy(copy, model, size);
+    s->owned_model = block;
+    s->model = copy;
+  }
+  s->model_size = size;
+  mrt_status st = session_init(s);
+  if (st) {
+    copy_error(err, err_size, s->error);
+    mrt_session_destroy(s);
+    return st;
+  }
+  *out = s;
+  return MRT_STATUS_OK;
+}
+
+mrt_status mrt_session_create_from_file(const char *path, mrt_session **out, char *err, size_t err_size) {
+  if (out) *out = NULL;
+  if (!path || !out) {
+    copy_error(err, err_size, "mrt_session_create_from_file: path and out must not be NULL");
+    return MRT_STATUS_INVALID_ARGUMENT;
+  }
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    char msg[MRT_ERROR_SIZE];
+    snprintf(msg, sizeof msg, "cannot open '%s'", path);
+    copy_error(err, err_size, msg);
+    return MRT_STATUS_IO_ERROR;
+  }
+  uint8_t *buf = NULL;
+  size_t len = 0, cap = 0;
+  for (;;) {
+    if (len == cap) {
+      cap = cap ? cap * 2 : 1 << 16;
+      uint8_t *grown = realloc(buf, cap);
+      if (!grown) {
+        free(buf);
+        fclose(f);
+        copy_error(err, err_size, "out of memory reading the model");
+        return MRT_STATUS_OUT_OF_MEMORY;
+      }
+      buf = grown;
+    }
+    size_t got = fread(buf + len, 1, cap - len, f);
+    len += got;
+    if (got == 0) break;
+  }
+  int failed = ferror(f);
+  fclose(f);
+  if (failed) {
+    free(buf);
+    copy_error(err, err_size, "read error");
+    return MRT_STATUS_IO_ERROR;
+  }
+  mrt_status st = mrt_session_create(buf, len, 0, out, err, err_size);
+  free(buf);
+  return st;
+}
+
+void mrt_session_destroy(mrt_session *s) {
+  if (!s) return;
+  for (size_t i = 0; i < s->n_allocs; i++) free(s->allocs[i]);
+  free(s->allocs);
+  free(s->tensors);
+  free(s->nodes);
+  free(s->attrs);
+  free(s->io);
+  free(s->graph_io);
+  free(s->arena_block);
+  free(s->scratch_block);
+  free(s->owned_model);
+  free(s);
+}
+
+size_t mrt_session_input_count(const mrt_session *s) { return s ? s->n_inputs : 0; }
+size_t mrt_session_output_count(const mrt_session *s) { return s ? s->n_outputs : 0; }
+
+static mrt_tensor *graph_tensor(const mrt_session *s, size_t k) { return &s->tensors[s->graph_io[k]]; }
+
+static mrt_status fill_info(const mrt_tensor *t, mrt_tensor_info *info) {
+  info->name = t->name;
+  info->dtype = t->dtype;
+  info->ndim = t->ndim;
+  for (uint32_t d = 0; d < MRT_MAX_DIMS; d++) info->dims[d] = d < t->ndim ? t->dims[d] : 0;
+  info->nbytes = t->nbytes;
+  return MRT_STATUS_OK;
+}
+
+mrt_status mrt_session_input_info(const mrt_session *s, size_t index, mrt_tensor_info *info) {
+  if (!s || !info || index >= s->n_inputs) return MRT_STATUS_INVALID_ARGUMENT;
+  return fill_info(graph_tensor(s, index), info);
+}
+
+mrt_status mrt_session_output_info(const mrt_session *s, size_t index, mrt_tensor_info *info) {
+  if (!s || !info || index >= s->n_outputs) return MRT_STATUS_INVALID_ARGUMENT;
+  return fill_info(graph_tensor(s, s->n_inputs + index), info);
+}
+
+void *mrt_session_input_data(mrt_session *s, size_t index) {
+  if (!s || index >= s->n_inputs) return NULL;
+  return graph_tensor(s, index)->data;
+}
+
+const void *mrt_session_output_data(const mrt_session *s, size_t index) {
+  if (!s || index >= s->n_outputs) return NULL;
+  return graph_tensor(s, s->n_inputs + index)->data;
+}
+
+mrt_status mrt_session_set_input(mrt_session *s, size_t index, const void *data, size_t nbytes) {
+  if (!s) return MRT_STATUS_INVALID_ARGUMENT;
+  if (index >= s->n_inputs || !data)
+    return mrt_session_fail(s, MRT_STATUS_INVALID_ARGUMENT, "set_input: index %zu out of range (%u inputs) or data NULL", index, s->n_inputs);
+  mrt_tensor *t = graph_tensor(s, index);
+  if (nbytes != t->nbytes)
+    return mrt_session_fail(s, MRT_STATUS_INVALID_ARGUMENT, "input '%s' takes %zu bytes, got %zu", t->name, t->nbytes, nbytes);
+  memcpy(t->data, data, nbytes);
+  return MRT_STATUS_OK;
+}
+
+mrt_status mrt_session_get_output(const mrt_session *s, size_t index, void *data, size_t nbytes) {
+  if (!s || index >= s->n_outputs || !data) return MRT_STATUS_INVALID_ARGUMENT;
+  const mrt_tensor *t = graph_tensor(s, s->n_inputs + index);
+  if (nbytes != t->nbytes) return MRT_STATUS_INVALID_ARGUMENT;
+  memcpy(data, t->data, nbytes);
+  return MRT_STATUS_OK;
+}
+
+mrt_status mrt_session_run(mrt_session *s) {
+  if (!s) return MRT_STATUS_INVALID_ARGUMENT;
+  for (uint32_t i = 0; i < s->n_nodes; i++) {
+    const mrt_node *n = &s->nodes[i];
+    n->kernel->run(n, s->scratch);
+  }
+  return MRT_STATUS_OK;
+}
+
+const char *mrt_session_last_error(const mrt_session *s) { return s ? s->error : "no session"; }
+
+const char *mrt_status_string(mrt_status status) {
+  switch (status) {
+    case MRT_STATUS_OK: return "OK";
+    case MRT_STATUS_INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case MRT_STATUS_INVALID_MODEL: return "INVALID_MODEL";
+    case MRT_STATUS_UNSUPPORTED: return "UNSUPPORTED";
+    case MRT_STATUS_OUT_OF_MEMORY: return "OUT_OF_MEMORY";
+    case MRT_STATUS_IO_ERROR: return "IO_ERROR";
+  }
+  return "UNKNOWN";
+}
+
+#define MRT_STR2(x) #x
+#define MRT_STR(x) MRT_STR2(x)
+const char *mrt_version(void) {
+  return MRT_STR(MRT_VERSION_MAJOR) "." MRT_STR(MRT_VERSION_MINOR) "." MRT_STR(MRT_VERSION_PATCH);
+}
+
+const char *mrt_build_manifest_hash(void) { return MRT_MANIFEST_HASH; }

@@ -1,0 +1,123 @@
+"""Compile: turn the manifest's kernel selection into a build plan and let SCons run it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import codegen, resources, toolchain
+from .errors import BuildError
+from .fsutil import write_if_changed
+from .manifest import Manifest
+from .registry import Registry
+from .toolchain import Target
+
+RUNTIME_SOURCES = ("runtime/model.c", "runtime/session.c", "runtime/attrs.c")
+
+
+@dataclass
+class TargetBuild:
+    target: Target
+    dir: Path
+    library: Path          # the linked, stripped library (or archive)
+    unstripped: Path | None  # the same library with its symbol table, for size attribution
+    objects: dict          # object path (relative to dir) -> what it holds: ("runtime"|"support"|"kernel"|"registry", name)
+
+
+def _object_list(target: Target, registry: Registry, manifest: Manifest) -> list[dict]:
+    src = resources.path("kernels_src")
+    objs = []
+    for rel in RUNTIME_SOURCES:
+        objs.append({"source": str(src / rel), "target": f"obj/{rel[:-2]}.o", "speed": False,
+                     "defines": [], "label": rel, "role": ["runtime", Path(rel).stem]})
+    support = set()
+    for domain, op, dtype in manifest.kernels():
+        e = registry.get(domain, op)
+        support.update(e.requires)
+        stem = op if domain == "ai.onnx" else f"{domain}.{op}"
+        objs.append({"source": str(src / e.source), "target": f"obj/kernels/{stem}__{dtype}.o", "speed": e.speed,
+                     "defines": [f"MRT_OP_{op}=1", f"MRT_TYPE_{dtype}=1"], "label": f"{op} {dtype}",
+                     "role": ["kernel", f"{domain}.{op}", dtype]})
+    for name in sorted(support):
+        u = registry.support[name]
+        objs.append({"source": str(src / u.source), "target": f"obj/support/{name}.o", "speed": u.speed,
+                     "defines": [], "label": f"support {name}", "role": ["support", name]})
+    objs.append({"source": "gen/registry.c", "target": "obj/gen/registry.o", "speed": False,
+                 "defines": [], "label": "registry.c", "role": ["registry", "registry"]})
+    return objs
+
+
+def link_steps(target: Target, tdir: Path) -> list[dict]:
+    """How a target's objects become its library. Other platforms add their own kinds."""
+    vs = tdir / "exports.map"
+    write_if_changed(vs, toolchain.version_script())
+    if target.link == "zig-shared":
+        cmd = [*toolchain.ZIG, "cc", "-target", target.triple, "-shared", "-o", "$TARGET", "$SOURCES",
+               "-nostdlib", "-lc", f"-Wl,--version-script={vs}", "-Wl,--gc-sections", "-Wl,--as-needed",
+               f"-Wl,-soname,{target.library}", "-Wl,--build-id=sha1", "-Wl,-z,noexecstack"]
+        # The same link twice: with symbols (kept for the size report) and stripped
+        # (the deliverable). zig's objcopy cannot strip shared objects.
+        return [{"output": f"lib/{target.library}.debug", "command": cmd, "verb": "LINK", "inputs": [str(vs)]},
+                {"output": f"lib/{target.library}", "command": cmd + ["-s"], "verb": "LINK", "inputs": [str(vs)]}]
+    raise BuildError(f"target {target.name}: unknown link kind '{target.link}'")
+
+
+def plan_target(target: Target, registry: Registry, manifest: Manifest, build_root: Path,
+                messages: bool = True) -> tuple[dict, TargetBuild]:
+    tdir = build_root / target.name
+    gen = tdir / "gen"
+    codegen.render(registry, manifest, gen, messages=messages)
+    src = resources.path("kernels_src")
+    prefix_map = [f"-ffile-prefix-map={src}=kernels_src", f"-ffile-prefix-map={tdir}=."]
+    objects = []
+    roles = {}
+    for o in _object_list(target, registry, manifest):
+        source = o["source"] if os.path.isabs(o["source"]) else str(tdir / o["source"])
+        flags = target.cflags(o["speed"]) + prefix_map + [f"-D{d}" for d in o["defines"]]
+        objects.append({"source": source, "target": o["target"], "flags": flags, "label": o["label"]})
+        roles[o["target"]] = tuple(o["role"])
+    links = link_steps(target, tdir)
+    plan = {
+        "name": target.name, "dir": str(tdir),
+        "cc": [*toolchain.ZIG, "cc"],
+        "include": [str(src / "include"), str(src / "runtime"), str(src / "kernels"), str(gen)],
+        "objects": objects, "links": links,
+    }
+    lib = tdir / links[-1]["output"]
+    unstripped = tdir / links[0]["output"] if len(links) > 1 else None
+    return plan, TargetBuild(target, tdir, lib, unstripped, roles)
+
+
+def zig_env() -> dict:
+    env = dict(os.environ)
+    cache = Path(env.get("MINIBUILD_CACHE", Path.home() / ".cache" / "minibuild"))
+    env.setdefault("ZIG_GLOBAL_CACHE_DIR", str(cache / "zig"))
+    env.setdefault("ZIG_LOCAL_CACHE_DIR", str(cache / "zig-local"))
+    return env
+
+
+def run_scons(plans: list[dict], build_root: Path, jobs: int | None = None, verbose: bool = False,
+              log=None) -> list[str]:
+    """Run SCons on the plan; returns the lines it printed (each a step it ran)."""
+    build_root.mkdir(parents=True, exist_ok=True)
+    plan_file = build_root / "plan.json"
+    write_if_changed(plan_file, json.dumps({"build_dir": str(build_root), "quiet": not verbose,
+                                            "tool_dir": str(resources.path("site_scons", "site_tools")),
+                                            "targets": plans}, indent=1, sort_keys=True))
+    cmd = [sys.executable, "-m", "SCons", "-Q", "-f", str(resources.path("SConstruct")),
+           f"--directory={build_root}", f"-j{jobs or os.cpu_count() or 1}", f"PLAN={plan_file}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=zig_env())
+    lines = []
+    for line in proc.stdout:
+        line = line.rstrip("\n")
+        lines.append(line)
+        if log:
+            log(line)
+    if proc.wait() != 0:
+        tail = "\n".join(lines[-40:])
+        raise BuildError(f"the compile step failed (SCons exit {proc.returncode}); its output:\n{tail}")
+    return [l for l in lines if l.strip() and "is up to date" not in l]

@@ -1,0 +1,105 @@
+"""The `minibuild` command.
+
+    minibuild --models DIR --platform linux --out OUT     build (the default command)
+    minibuild scan --models DIR --out OUT                 manifest only
+    minibuild verify --models DIR --out OUT [--json F]    compare with onnxruntime
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import __version__
+from .errors import MinibuildError
+
+COMMANDS = ("build", "scan", "verify")
+
+
+def _dims(values: list[str]) -> dict[str, int]:
+    out = {}
+    for v in values or []:
+        name, _, n = v.partition("=")
+        if not name or not n.isdigit() or int(n) < 1:
+            raise MinibuildError(f"--fix-dim {v}: expected NAME=N with N >= 1, e.g. --fix-dim batch=1")
+        out[name] = int(n)
+    return out
+
+
+def _shapes(values: list[str]) -> dict[str, tuple]:
+    out = {}
+    for v in values or []:
+        name, _, dims = v.rpartition("=")
+        try:
+            shape = tuple(int(d) for d in dims.split(","))
+        except ValueError:
+            shape = ()
+        if not name or not shape or min(shape) < 0:
+            raise MinibuildError(f"--input-shape {v}: expected INPUT=D0,D1,..., e.g. --input-shape input=1,3,224,224")
+        out[name] = shape
+    return out
+
+
+def _common(p: argparse.ArgumentParser):
+    p.add_argument("--models", required=True, type=Path, help="folder of .onnx models (searched recursively)")
+    p.add_argument("--out", type=Path, default=Path("minibuild-out"), help="output folder (default: minibuild-out)")
+    p.add_argument("--fix-dim", action="append", metavar="NAME=N", help="give a symbolic dimension a size (repeatable)")
+    p.add_argument("--input-shape", action="append", metavar="INPUT=D0,D1,...", help="set an input's shape (repeatable)")
+
+
+def parser(command: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"minibuild{'' if command == 'build' else ' ' + command}",
+                                description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"minibuild {__version__}")
+    _common(p)
+    if command in ("build", "verify"):
+        p.add_argument("--platform", default="linux",
+                       help="linux (default); comma-separated list or 'all' where supported")
+        p.add_argument("--abi", action="append", help="build only these ABIs (repeatable)")
+        p.add_argument("-j", "--jobs", type=int, help="parallel compile jobs (default: CPU count)")
+        p.add_argument("--verbose", action="store_true", help="print full compiler command lines")
+        p.add_argument("--no-messages", action="store_true", help="compile error messages out of the runtime (smaller)")
+    if command == "verify":
+        p.add_argument("--json", type=Path, help="also write the results as JSON to this file")
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--runs", type=int, default=5, help="timed runs per model and engine")
+    return p
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = argv.pop(0) if argv and argv[0] in COMMANDS else "build"
+    args = parser(command).parse_args(argv)
+    from .pipeline import Options, console
+    try:
+        platforms = [p for p in getattr(args, "platform", "linux").split(",") if p]
+        opts = Options(models=args.models, out=args.out, platforms=platforms, abis=getattr(args, "abi", None),
+                       fixed_dims=_dims(args.fix_dim), input_shapes=_shapes(args.input_shape),
+                       jobs=getattr(args, "jobs", None), verbose=getattr(args, "verbose", False),
+                       messages=not getattr(args, "no_messages", False))
+        if command == "scan":
+            from .pipeline import run_scan
+            res = run_scan(opts)
+            console.print(f"manifest: {len(res.manifest.entries)} entries -> {Path(args.out) / 'manifest'}")
+            return 0
+        if command == "build":
+            from .pipeline import run_build
+            run_build(opts)
+            return 0
+        if command == "verify":
+            from .verify import run_verify
+            return run_verify(opts, json_path=args.json, seed=args.seed, runs=args.runs)
+    except MinibuildError as e:
+        console.print("[bold red]error:[/] ", end="")
+        console.print(str(e), markup=False)
+        return e.exit_code
+    except ValueError as e:
+        console.print("[bold red]error:[/] ", end="")
+        console.print(str(e), markup=False)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""The flow of DESIGN.md, one direction: scan -> manifest -> select -> codegen ->
+compile -> convert -> package. Each step's module does the work; this one orders them."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from . import build, convert, manifest as manifest_mod, registry as registry_mod, scan, toolchain
+from .fsutil import write_if_changed
+
+console = Console(stderr=True, highlight=False)
+
+
+@dataclass
+class Options:
+    models: Path
+    out: Path
+    platforms: list[str] = field(default_factory=lambda: ["linux"])
+    abis: list[str] | None = None
+    fixed_dims: dict[str, int] = field(default_factory=dict)
+    input_shapes: dict[str, tuple] = field(default_factory=dict)
+    jobs: int | None = None
+    verbose: bool = False
+    messages: bool = True
+
+
+@dataclass
+class ScanResult:
+    registry: registry_mod.Registry
+    models: list[scan.ScannedModel]
+    needs: list[scan.NodeNeed]
+    manifest: manifest_mod.Manifest
+
+
+@dataclass
+class BuildResult:
+    scan: ScanResult
+    model_files: dict[str, Path]
+    targets: list[build.TargetBuild]
+    steps_run: list[str]
+    outputs: dict[str, list[Path]]
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                    TimeElapsedColumn(), console=console, transient=True)
+
+
+def run_scan(opts: Options, registry: registry_mod.Registry | None = None) -> ScanResult:
+    registry = registry or registry_mod.load()
+    paths = scan.find_models(opts.models)
+    models = []
+    with _progress() as progress:
+        task = progress.add_task("scan + optimise", total=len(paths))
+        for p in paths:
+            progress.update(task, description=f"scan + optimise {p.name}")
+            models.append(scan.scan_model(p, registry, opts.fixed_dims, opts.input_shapes))
+            progress.advance(task)
+    needs = [n for m in models for n in scan.needs(m, registry)]
+    manifest = manifest_mod.build(models, needs)
+    manifest.write(Path(opts.out) / "manifest")
+    manifest_mod.select(registry, models, needs)
+    return ScanResult(registry, models, needs, manifest)
+
+
+def convert_models(result: ScanResult, out_dir: Path) -> dict[str, Path]:
+    files = {}
+    for m in result.models:
+        model_needs = [n for n in result.needs if n.model == m.name]
+        data = convert.convert(m.graph, model_needs)
+        files[m.name] = write_if_changed(Path(out_dir) / f"{m.name}.mrt", data)
+    return files
+
+
+def run_build(opts: Options) -> BuildResult:
+    t0 = time.monotonic()
+    out = Path(opts.out).resolve()
+    result = run_scan(opts)
+    console.print(f"[bold]manifest[/] {len(result.manifest.entries)} operator entries from "
+                  f"{len(result.models)} model(s), hash {result.manifest.hash[:12]}")
+    model_files = convert_models(result, out / "models")
+    targets = [t for p in opts.platforms for t in toolchain.targets(p, opts.abis)]
+    plans, builds = [], []
+    for t in targets:
+        plan, tb = build.plan_target(t, result.registry, result.manifest, out / "build", messages=opts.messages)
+        plans.append(plan)
+        builds.append(tb)
+    console.print(f"[bold]compile[/] {len(targets)} target(s): {', '.join(t.name for t in targets)}")
+    steps = build.run_scons(plans, out / "build", opts.jobs, opts.verbose, log=lambda line: console.print(line, markup=False))
+    if not steps:
+        console.print("  nothing to compile: everything is up to date")
+    from . import package
+    outputs = package.package_all(opts, result, model_files, builds, out)
+    console.print(f"[bold]done[/] in {time.monotonic() - t0:.1f}s -> {out}")
+    return BuildResult(result, model_files, builds, steps, outputs)

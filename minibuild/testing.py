@@ -1,0 +1,96 @@
+"""Run ONNX models through the whole pipeline on a library holding every kernel of
+the registry: the harness for kernel tests and the ONNX conformance suite.
+
+    from minibuild.testing import run_with_minirt
+    outs = run_with_minirt(model, {"x": x})
+
+The library is built once per process (SCons makes later builds no-ops); each
+model is then only optimised and converted, which takes milliseconds.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from . import build, convert, manifest as manifest_mod, registry as registry_mod, scan, toolchain
+
+_LIB = None
+_REGISTRY = None
+
+
+def full_manifest(registry: registry_mod.Registry) -> manifest_mod.Manifest:
+    """A manifest that asks for every (op, type) the registry has."""
+    entries = [
+        manifest_mod.Entry(e.domain, e.op, e.since_min, e.type_constraint, sorted(e.kernels))
+        for e in sorted(registry.ops.values(), key=lambda e: e.key)
+    ]
+    return manifest_mod.Manifest(models=[], entries=entries)
+
+
+def build_full_library(out: Path | None = None, abi: str | None = None) -> Path:
+    """Build (or bring up to date) the all-kernels library for linux/<abi>; returns its path."""
+    registry = registry_mod.load()
+    out = Path(out or os.environ.get("MINIBUILD_TEST_LIB_DIR", Path(tempfile.gettempdir()) / f"minibuild-testlib-{os.getuid()}"))
+    out.mkdir(parents=True, exist_ok=True)
+    target = toolchain.targets("linux", [abi or toolchain.host_abi()])[0]
+    with open(out / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        plan, tb = build.plan_target(target, registry, full_manifest(registry), out / "build")
+        build.run_scons([plan], out / "build")
+    return tb.library
+
+
+def _session_lib():
+    global _LIB, _REGISTRY
+    if _LIB is None:
+        _REGISTRY = registry_mod.load()
+        path = build_full_library()
+        os.environ["MINIRT_LIBRARY"] = str(path)
+        _LIB = path
+    return _REGISTRY
+
+
+def convert_model(model: onnx.ModelProto, feeds: dict, constant_inputs=None, registry=None) -> tuple[bytes, list]:
+    """Optimise + convert `model` the way a build would. Inputs named in
+    `constant_inputs` (default: every non-float feed, e.g. shapes and axes) become
+    build-time constants. Returns the .mrt bytes and the remaining input names."""
+    registry = registry or registry_mod.load()
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    if constant_inputs is None:
+        constant_inputs = [k for k, v in feeds.items() if not np.issubdtype(np.asarray(v).dtype, np.floating)]
+    init_names = {i.name for i in model.graph.initializer}
+    for name in constant_inputs:
+        if name in feeds and name not in init_names:
+            model.graph.initializer.append(numpy_helper.from_array(np.asarray(feeds[name]), name))
+    runtime_inputs = [i.name for i in model.graph.input if i.name not in set(constant_inputs) | init_names]
+    shapes = {k: tuple(np.asarray(feeds[k]).shape) for k in runtime_inputs if k in feeds}
+    graph = scan.optimize.from_model(model, "<test model>", input_shapes=shapes)
+    scan.optimize.optimize(graph, set(registry.ops))
+    sm = scan.ScannedModel(Path("test.onnx"), "test", "", graph)
+    needs = scan.needs(sm, registry)
+    manifest_mod.select(registry, [sm], needs)
+    return convert.convert(graph, needs), runtime_inputs
+
+
+def run_with_minirt(model: onnx.ModelProto, feeds: dict, constant_inputs=None) -> list[np.ndarray]:
+    """Outputs of `model` on `feeds`, computed by minirt, in graph output order."""
+    registry = _session_lib()
+    data, runtime_inputs = convert_model(model, feeds, constant_inputs, registry)
+    import importlib
+    import sys
+    pkg = str(Path(registry_mod.resources.path("packaging", "python")))
+    if pkg not in sys.path:
+        sys.path.insert(0, pkg)
+    minirt = importlib.import_module("minirt")
+    sess = minirt.InferenceSession(data)
+    try:
+        return sess.run(None, {k: feeds[k] for k in runtime_inputs})
+    finally:
+        sess.close()

@@ -1,0 +1,91 @@
+"""The hermetic toolchain: zig from PyPI as the C compiler and linker for every target.
+
+A Target says how to compile and link one (platform, ABI). Flags are size-first
+(-Os, section GC, hidden visibility, stripped) except for kernels marked `speed`
+in the registry, which get -O2 (the GEMM micro-kernels are where bytes buy speed).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+# The one list of symbols the library exports: the public C API (minirt.h).
+# tests/test_toolchain.py checks it against the header.
+C_API = (
+    "mrt_build_manifest_hash",
+    "mrt_session_create",
+    "mrt_session_create_from_file",
+    "mrt_session_destroy",
+    "mrt_session_get_output",
+    "mrt_session_input_count",
+    "mrt_session_input_data",
+    "mrt_session_input_info",
+    "mrt_session_last_error",
+    "mrt_session_output_count",
+    "mrt_session_output_data",
+    "mrt_session_output_info",
+    "mrt_session_run",
+    "mrt_session_set_input",
+    "mrt_status_string",
+    "mrt_version",
+)
+
+ZIG = (sys.executable, "-m", "ziglang")
+
+COMMON_CFLAGS = (
+    "-std=c11", "-fvisibility=hidden", "-ffunction-sections", "-fdata-sections",
+    "-fno-unwind-tables", "-fno-asynchronous-unwind-tables", "-fno-stack-protector",
+    "-fno-ident", "-fPIC", "-DNDEBUG", "-DMRT_BUILDING_LIBRARY=1", "-Wall", "-Wno-unused-function",
+)
+SIZE_CFLAGS = ("-Os",)
+SPEED_CFLAGS = ("-O2",)
+
+
+@dataclass(frozen=True)
+class Target:
+    platform: str          # linux | android | ios | python ...
+    abi: str               # x86_64, aarch64, arm64-v8a, ...
+    triple: str            # zig -target
+    arch_cflags: tuple = ()
+    link: str = "zig-shared"   # how outputs are linked: see build.link_steps
+    library: str = "libminirt.so"
+    extra: dict = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        return f"{self.platform}-{self.abi}"
+
+    def cflags(self, speed: bool) -> list[str]:
+        return ["-target", self.triple, *COMMON_CFLAGS, *(SPEED_CFLAGS if speed else SIZE_CFLAGS), *self.arch_cflags]
+
+
+LINUX = {
+    "x86_64": Target("linux", "x86_64", "x86_64-linux-gnu.2.17"),
+    "aarch64": Target("linux", "aarch64", "aarch64-linux-gnu.2.17"),
+}
+
+PLATFORMS = {"linux": LINUX}
+
+
+def host_abi() -> str:
+    import platform
+    m = platform.machine().lower()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(m, m)
+
+
+def targets(platform: str, abis: list[str] | None = None) -> list[Target]:
+    table = PLATFORMS.get(platform)
+    if table is None:
+        raise ValueError(f"unknown platform '{platform}'; known: {', '.join(sorted(PLATFORMS))}")
+    if not abis:
+        return list(table.values())
+    unknown = [a for a in abis if a not in table]
+    if unknown:
+        raise ValueError(f"platform {platform} has no ABI {', '.join(unknown)}; known: {', '.join(table)}")
+    return [table[a] for a in abis]
+
+
+def version_script(symbols=C_API) -> str:
+    body = "".join(f"    {s};\n" for s in sorted(symbols))
+    return "{\n  global:\n" + body + "  local:\n    *;\n};\n"

@@ -1,0 +1,190 @@
+"""minirt: Python binding of a minibuild-built runtime (ctypes + numpy).
+
+Shaped like onnxruntime's API so code can switch with one import:
+
+    import minirt
+    sess = minirt.InferenceSession("model.mrt")
+    name = sess.get_inputs()[0].name
+    (probs,) = sess.run(None, {name: x})
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["InferenceSession", "NodeArg", "MinirtError", "get_library_path", "version", "manifest_hash"]
+
+_MAX_DIMS = 6
+_DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 6: np.int32, 7: np.int64, 9: np.bool_, 10: np.float16}
+_ORT_TYPE = {1: "tensor(float)", 2: "tensor(uint8)", 3: "tensor(int8)", 6: "tensor(int32)", 7: "tensor(int64)",
+             9: "tensor(bool)", 10: "tensor(float16)"}
+
+
+class MinirtError(RuntimeError):
+    """A runtime call failed; the message is minirt's own."""
+
+    def __init__(self, status: str, message: str):
+        super().__init__(f"[{status}] {message}")
+        self.status = status
+
+
+class _TensorInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("ndim", ctypes.c_uint32),
+                ("dims", ctypes.c_int64 * _MAX_DIMS), ("nbytes", ctypes.c_size_t)]
+
+
+def _library_name() -> str:
+    if sys.platform == "darwin":
+        return "libminirt.dylib"
+    if sys.platform == "win32":
+        return "minirt.dll"
+    return "libminirt.so"
+
+
+def get_library_path() -> str:
+    """MINIRT_LIBRARY if set, else the library shipped beside this package."""
+    env = os.environ.get("MINIRT_LIBRARY")
+    if env:
+        return env
+    return str(Path(__file__).resolve().parent / _library_name())
+
+
+_lib = None
+
+
+def _load():
+    global _lib
+    if _lib is not None:
+        return _lib
+    path = get_library_path()
+    if not os.path.exists(path):
+        raise ImportError(f"minirt library not found at {path}; build it with `minibuild` or set MINIRT_LIBRARY")
+    lib = ctypes.CDLL(path)
+    P, S, I = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
+    sig = {
+        "mrt_session_create": (I, [P, S, ctypes.c_uint32, ctypes.POINTER(P), ctypes.c_char_p, S]),
+        "mrt_session_destroy": (None, [P]),
+        "mrt_session_input_count": (S, [P]),
+        "mrt_session_output_count": (S, [P]),
+        "mrt_session_input_info": (I, [P, S, ctypes.POINTER(_TensorInfo)]),
+        "mrt_session_output_info": (I, [P, S, ctypes.POINTER(_TensorInfo)]),
+        "mrt_session_input_data": (P, [P, S]),
+        "mrt_session_output_data": (P, [P, S]),
+        "mrt_session_set_input": (I, [P, S, P, S]),
+        "mrt_session_get_output": (I, [P, S, P, S]),
+        "mrt_session_run": (I, [P]),
+        "mrt_session_last_error": (ctypes.c_char_p, [P]),
+        "mrt_status_string": (ctypes.c_char_p, [I]),
+        "mrt_version": (ctypes.c_char_p, []),
+        "mrt_build_manifest_hash": (ctypes.c_char_p, []),
+    }
+    for name, (res, args) in sig.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = res, args
+    _lib = lib
+    return lib
+
+
+def version() -> str:
+    return _load().mrt_version().decode()
+
+
+def manifest_hash() -> str:
+    return _load().mrt_build_manifest_hash().decode()
+
+
+@dataclass(frozen=True)
+class NodeArg:
+    """An input or output: name, shape and type, as onnxruntime's NodeArg."""
+
+    name: str
+    shape: list
+    type: str
+    dtype: np.dtype
+    nbytes: int
+
+
+class InferenceSession:
+    """A loaded model. `path_or_bytes` is a .mrt file path or its bytes."""
+
+    def __init__(self, path_or_bytes, sess_options=None, providers=None):
+        lib = _load()
+        if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+            data = bytes(path_or_bytes)
+        else:
+            with open(os.fspath(path_or_bytes), "rb") as f:
+                data = f.read()
+        err = ctypes.create_string_buffer(512)
+        handle = ctypes.c_void_p()
+        status = lib.mrt_session_create(data, len(data), 0, ctypes.byref(handle), err, len(err))
+        if status != 0:
+            raise MinirtError(lib.mrt_status_string(status).decode(), err.value.decode(errors="replace"))
+        self._lib, self._h = lib, handle
+        self._inputs = [self._info(lib.mrt_session_input_info, i) for i in range(lib.mrt_session_input_count(handle))]
+        self._outputs = [self._info(lib.mrt_session_output_info, i) for i in range(lib.mrt_session_output_count(handle))]
+
+    def _info(self, fn, i) -> NodeArg:
+        info = _TensorInfo()
+        self._check(fn(self._h, i, ctypes.byref(info)))
+        dims = [int(info.dims[d]) for d in range(info.ndim)]
+        return NodeArg(info.name.decode(), dims, _ORT_TYPE.get(info.dtype, "unknown"),
+                       np.dtype(_DTYPES.get(info.dtype, np.uint8)), int(info.nbytes))
+
+    def _check(self, status):
+        if status != 0:
+            raise MinirtError(self._lib.mrt_status_string(status).decode(),
+                              self._lib.mrt_session_last_error(self._h).decode(errors="replace"))
+
+    def get_inputs(self) -> list[NodeArg]:
+        return list(self._inputs)
+
+    def get_outputs(self) -> list[NodeArg]:
+        return list(self._outputs)
+
+    def run(self, output_names, input_feed: dict) -> list[np.ndarray]:
+        names = [i.name for i in self._inputs]
+        unknown = set(input_feed) - set(names)
+        if unknown:
+            raise ValueError(f"unknown input(s) {sorted(unknown)}; the model takes {names}")
+        for k, arg in enumerate(self._inputs):
+            if arg.name not in input_feed:
+                raise ValueError(f"missing input '{arg.name}' (shape {arg.shape}, {arg.type})")
+            x = np.ascontiguousarray(input_feed[arg.name], dtype=arg.dtype)
+            if list(x.shape) != arg.shape:
+                raise ValueError(f"input '{arg.name}' has shape {list(x.shape)}, the model was built for {arg.shape}")
+            self._check(self._lib.mrt_session_set_input(self._h, k, x.ctypes.data, x.nbytes))
+        self._check(self._lib.mrt_session_run(self._h))
+        wanted = output_names or [o.name for o in self._outputs]
+        index = {o.name: k for k, o in enumerate(self._outputs)}
+        results = []
+        for name in wanted:
+            if name not in index:
+                raise ValueError(f"unknown output '{name}'; the model has {list(index)}")
+            arg = self._outputs[index[name]]
+            out = np.empty(arg.shape, dtype=arg.dtype)
+            self._check(self._lib.mrt_session_get_output(self._h, index[name], out.ctypes.data, out.nbytes))
+            results.append(out)
+        return results
+
+    def close(self):
+        if getattr(self, "_h", None):
+            self._lib.mrt_session_destroy(self._h)
+            self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
