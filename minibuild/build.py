@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import codegen, resources, toolchain
+from . import codegen, platforms, resources, toolchain
 from .errors import BuildError
 from .fsutil import write_if_changed
 from .manifest import Manifest
@@ -51,21 +51,6 @@ def _object_list(target: Target, registry: Registry, manifest: Manifest) -> list
     return objs
 
 
-def link_steps(target: Target, tdir: Path) -> list[dict]:
-    """How a target's objects become its library. Other platforms add their own kinds."""
-    vs = tdir / "exports.map"
-    write_if_changed(vs, toolchain.version_script())
-    if target.link == "zig-shared":
-        cmd = [*toolchain.ZIG, "cc", "-target", target.triple, "-shared", "-o", "$TARGET", "$SOURCES",
-               "-nostdlib", "-lc", f"-Wl,--version-script={vs}", "-Wl,--gc-sections", "-Wl,--as-needed",
-               f"-Wl,-soname,{target.library}", "-Wl,--build-id=sha1", "-Wl,-z,noexecstack"]
-        # The same link twice: with symbols (kept for the size report) and stripped
-        # (the deliverable). zig's objcopy cannot strip shared objects.
-        return [{"output": f"lib/{target.library}.debug", "command": cmd, "verb": "LINK", "inputs": [str(vs)]},
-                {"output": f"lib/{target.library}", "command": cmd + ["-s"], "verb": "LINK", "inputs": [str(vs)]}]
-    raise BuildError(f"target {target.name}: unknown link kind '{target.link}'")
-
-
 def plan_target(target: Target, registry: Registry, manifest: Manifest, build_root: Path,
                 messages: bool = True) -> tuple[dict, TargetBuild]:
     tdir = build_root / target.name
@@ -80,7 +65,7 @@ def plan_target(target: Target, registry: Registry, manifest: Manifest, build_ro
         flags = target.cflags(o["speed"]) + prefix_map + [f"-D{d}" for d in o["defines"]]
         objects.append({"source": source, "target": o["target"], "flags": flags, "label": o["label"]})
         roles[o["target"]] = tuple(o["role"])
-    links = link_steps(target, tdir)
+    links = platforms.get(target.platform).link_steps(target, tdir)
     plan = {
         "name": target.name, "dir": str(tdir),
         "cc": [*toolchain.ZIG, "cc"],
@@ -115,9 +100,13 @@ def run_scons(plans: list[dict], build_root: Path, jobs: int | None = None, verb
     for line in proc.stdout:
         line = line.rstrip("\n")
         lines.append(line)
-        if log:
+        if log and not _scons_noise(line):
             log(line)
     if proc.wait() != 0:
         tail = "\n".join(lines[-40:])
         raise BuildError(f"the compile step failed (SCons exit {proc.returncode}); its output:\n{tail}")
-    return [l for l in lines if l.strip() and "is up to date" not in l]
+    return [l for l in lines if l.strip() and not _scons_noise(l)]
+
+
+def _scons_noise(line: str) -> bool:
+    return line.startswith("scons: ") and ("is up to date" in line or "Entering directory" in line)

@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from . import build, convert, manifest as manifest_mod, registry as registry_mod, scan, toolchain
+from . import build, convert, manifest as manifest_mod, platforms, registry as registry_mod, scan
 from .fsutil import write_if_changed
 
 console = Console(stderr=True, highlight=False)
@@ -84,7 +84,13 @@ def run_build(opts: Options) -> BuildResult:
     console.print(f"[bold]manifest[/] {len(result.manifest.entries)} operator entries from "
                   f"{len(result.models)} model(s), hash {result.manifest.hash[:12]}")
     model_files = convert_models(result, out / "models")
-    targets = [t for p in opts.platforms for t in toolchain.targets(p, opts.abis)]
+    names = platforms.expand(opts.platforms)
+    if opts.abis and len(names) > 1:  # --abi with several platforms: each takes the ABIs it has
+        targets = [t for p in names for t in platforms.targets(p) if t.abi in opts.abis]
+        if not targets:
+            raise ValueError(f"no platform of {names} has ABI(s) {opts.abis}")
+    else:
+        targets = [t for p in names for t in platforms.targets(p, opts.abis)]
     plans, builds = [], []
     for t in targets:
         plan, tb = build.plan_target(t, result.registry, result.manifest, out / "build", messages=opts.messages)
@@ -94,7 +100,9 @@ def run_build(opts: Options) -> BuildResult:
     steps = build.run_scons(plans, out / "build", opts.jobs, opts.verbose, log=lambda line: console.print(line, markup=False))
     if not steps:
         console.print("  nothing to compile: everything is up to date")
-    from . import package
-    outputs = package.package_all(opts, result, model_files, builds, out)
+    outputs = {}
+    for name in names:
+        ctx = platforms.PackageContext(opts, result, model_files, [b for b in builds if b.target.platform == name], out)
+        outputs[name] = platforms.get(name).package(ctx)
     console.print(f"[bold]done[/] in {time.monotonic() - t0:.1f}s -> {out}")
     return BuildResult(result, model_files, builds, steps, outputs)

@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from . import build, convert, manifest as manifest_mod, registry as registry_mod, scan, toolchain
+from . import build, convert, manifest as manifest_mod, platforms, registry as registry_mod, scan, toolchain
 
 _LIB = None
 _REGISTRY = None
@@ -39,7 +39,7 @@ def build_full_library(out: Path | None = None, abi: str | None = None) -> Path:
     registry = registry_mod.load()
     out = Path(out or os.environ.get("MINIBUILD_TEST_LIB_DIR", Path(tempfile.gettempdir()) / f"minibuild-testlib-{os.getuid()}"))
     out.mkdir(parents=True, exist_ok=True)
-    target = toolchain.targets("linux", [abi or toolchain.host_abi()])[0]
+    target = platforms.targets("linux", [abi or toolchain.host_abi()])[0]
     with open(out / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         plan, tb = build.plan_target(target, registry, full_manifest(registry), out / "build")

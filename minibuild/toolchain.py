@@ -60,30 +60,24 @@ class Target:
         return ["-target", self.triple, *COMMON_CFLAGS, *(SPEED_CFLAGS if speed else SIZE_CFLAGS), *self.arch_cflags]
 
 
-LINUX = {
-    "x86_64": Target("linux", "x86_64", "x86_64-linux-gnu.2.17"),
-    "aarch64": Target("linux", "aarch64", "aarch64-linux-gnu.2.17"),
-}
-
-PLATFORMS = {"linux": LINUX}
+def zig_shared_link_steps(target: Target, tdir) -> list[dict]:
+    """Link a shared library with `zig cc` (targets whose libc zig carries: Linux, macOS).
+    The same link runs twice: with symbols (kept for the size report) and stripped
+    (the deliverable); zig's objcopy cannot strip shared objects."""
+    from .fsutil import write_if_changed
+    vs = tdir / "exports.map"
+    write_if_changed(vs, version_script())
+    cmd = [*ZIG, "cc", "-target", target.triple, "-shared", "-o", "$TARGET", "$SOURCES",
+           "-nostdlib", "-lc", f"-Wl,--version-script={vs}", "-Wl,--gc-sections", "-Wl,--as-needed",
+           f"-Wl,-soname,{target.library}", "-Wl,--build-id=sha1", "-Wl,-z,noexecstack"]
+    return [{"output": f"lib/{target.library}.debug", "command": cmd, "verb": "LINK", "inputs": [str(vs)]},
+            {"output": f"lib/{target.library}", "command": cmd + ["-s"], "verb": "LINK", "inputs": [str(vs)]}]
 
 
 def host_abi() -> str:
     import platform
     m = platform.machine().lower()
     return {"amd64": "x86_64", "arm64": "aarch64"}.get(m, m)
-
-
-def targets(platform: str, abis: list[str] | None = None) -> list[Target]:
-    table = PLATFORMS.get(platform)
-    if table is None:
-        raise ValueError(f"unknown platform '{platform}'; known: {', '.join(sorted(PLATFORMS))}")
-    if not abis:
-        return list(table.values())
-    unknown = [a for a in abis if a not in table]
-    if unknown:
-        raise ValueError(f"platform {platform} has no ABI {', '.join(unknown)}; known: {', '.join(table)}")
-    return [table[a] for a in abis]
 
 
 def version_script(symbols=C_API) -> str:

@@ -192,9 +192,13 @@ mrt_status mrt_dropout_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = sh_check(node, ctx, 1, 3, 2);
   if (st) return st;
   if (!mrt_same_dims(node->inputs[0], node->outputs[0])) return sh_mismatch(ctx, node, "Dropout");
-  /* Opset 12+: training_mode is an input; only a constant false is inference. */
-  const mrt_tensor *tm = mrt_in(node, 2);
-  if (tm && !(tm->is_constant && tm->data && tm->count == 1 && !*(const uint8_t *)tm->data))
+  /* Opset 12+: training_mode is an input. Only a constant false is inference;
+   * training with a constant ratio of 0 drops nothing, so it is the same copy. */
+  const mrt_tensor *tm = mrt_in(node, 2), *ratio = mrt_in(node, 1);
+  const int zero_ratio = ratio && ratio->is_constant && ratio->data && ratio->count == 1 &&
+                         ratio->dtype == MRT_DTYPE_FLOAT32 && *(const float *)ratio->data == 0.0f;
+  if (tm && !zero_ratio &&
+      !(tm->is_constant && tm->data && tm->count == 1 && !*(const uint8_t *)tm->data))
     return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED,
                          "training_mode must be absent or a constant false: only inference "
                          "Dropout is supported");

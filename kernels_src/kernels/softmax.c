@@ -61,8 +61,10 @@ static void sm_row(size_t n, size_t s, const float *x, float *y) {
   for (size_t i = 0; i < n; i++) m = x[i * s] > m ? x[i * s] : m;
 #if IS_LOG
   for (size_t i = 0; i < n; i++) sum += expf(x[i * s] - m);
-  const float l = m + logf(sum);
-  for (size_t i = 0; i < n; i++) y[i * s] = x[i * s] - l;
+  /* (x - m) - log(sum), not x - (m + log(sum)): the latter rounds log(sum)
+   * away when m is large. */
+  const float l = logf(sum);
+  for (size_t i = 0; i < n; i++) y[i * s] = (x[i * s] - m) - l;
 #else
   for (size_t i = 0; i < n; i++) {
     y[i * s] = expf(x[i * s] - m);
