@@ -32,8 +32,24 @@ class Graph:
     opsets: dict = field(default_factory=dict)      # domain ("" for ai.onnx) -> version
     log: list = field(default_factory=list)         # what was rewritten, for the report
 
+    _index: dict | None = None
+
+    def touch(self):
+        """Call after changing nodes' inputs or the node list: drops the use index."""
+        self._index = None
+
+    def _uses(self) -> dict:
+        if self._index is None:
+            idx = {}
+            for n in self.nodes:
+                for i in n.input:
+                    if i:
+                        idx.setdefault(i, []).append(n)
+            self._index = idx
+        return self._index
+
     def consumers(self, name: str) -> list:
-        return [n for n in self.nodes if name in n.input]
+        return list(self._uses().get(name, ()))
 
     def is_output(self, name: str) -> bool:
         return any(o.name == name for o in self.outputs)
@@ -55,7 +71,7 @@ class Graph:
         return m
 
     def _used(self, name: str) -> bool:
-        return self.is_output(name) or any(name in n.input for n in self.nodes)
+        return self.is_output(name) or name in self._uses()
 
 
 def _shape_of(vi) -> tuple:
@@ -84,7 +100,7 @@ def from_model(model: onnx.ModelProto, source: str, fixed_dims: dict[str, int] |
             shape = input_shapes[vi.name]
             vi = helper.make_tensor_value_info(vi.name, vi.type.tensor_type.elem_type, list(shape))
         for i, d in enumerate(vi.type.tensor_type.shape.dim):
-            if d.HasField("dim_value") and d.dim_value > 0:
+            if d.HasField("dim_value") and d.dim_value >= 0:
                 continue
             if d.dim_param and d.dim_param in fixed_dims:
                 d.Clear()
@@ -154,24 +170,27 @@ def fold_constants(g: Graph) -> bool:
             continue
         kept.append(node)
     g.nodes = kept
+    g.touch()
     return changed
 
 
 # --- no-op removal ---------------------------------------------------------------
 
 def _replace_uses(g: Graph, old: str, new: str):
-    for n in g.nodes:
+    for n in g.consumers(old):
         for i, name in enumerate(n.input):
             if name == old:
                 n.input[i] = new
+    g.touch()
 
 
-def _is_noop(node) -> bool:
+def _is_noop(g: Graph, node) -> bool:
     if node.op_type == "Identity":
         return True
     if node.op_type == "Dropout":
         # Inference: Dropout is the identity unless its mask is used or training_mode is set.
-        return len([o for o in node.output if o]) == 1 and len(node.input) < 3
+        mask_used = any(o and (g.consumers(o) or g.is_output(o)) for o in node.output[1:])
+        return not mask_used and len(node.input) < 3
     if node.op_type == "Sum" and len(node.input) == 1:
         return True
     return False
@@ -180,7 +199,7 @@ def _is_noop(node) -> bool:
 def remove_noops(g: Graph) -> bool:
     changed = False
     for node in list(g.nodes):
-        if node.domain != "" or not _is_noop(node):
+        if node.domain != "" or not _is_noop(g, node):
             continue
         src, dst = node.input[0], node.output[0]
         if g.is_output(dst):
@@ -194,8 +213,21 @@ def remove_noops(g: Graph) -> bool:
         else:
             _replace_uses(g, dst, src)
         g.nodes.remove(node)
+        g.touch()
         g.log.append(f"removed {node.op_type} {node.name}")
         changed = True
+    return changed
+
+
+def remove_dead(g: Graph) -> bool:
+    """Drop nodes none of whose outputs is used (after folding and rewiring)."""
+    changed = False
+    for node in reversed(list(g.nodes)):
+        if not any(o and (g.is_output(o) or g.consumers(o)) for o in node.output):
+            g.nodes.remove(node)
+            g.touch()
+            g.log.append(f"removed unused {node.op_type} {node.name}")
+            changed = True
     return changed
 
 
@@ -218,6 +250,7 @@ def sum_to_add(g: Graph) -> bool:
         else:
             out.append(node)
     g.nodes = out
+    g.touch()
     return changed
 
 
@@ -267,7 +300,75 @@ def fold_batchnorm(g: Graph) -> bool:
         conv.output[0] = bn.output[0]
         g.value_info.pop(old_out, None)
         g.nodes.remove(bn)
+        g.touch()
         g.log.append(f"folded BatchNormalization {bn.name} into Conv {conv.name}")
+        changed = True
+    return changed
+
+
+def _channel_vector(value: np.ndarray, out_shape, channels: int):
+    """`value` as a length-`channels` vector if broadcasting it against `out_shape`
+    (N, C, ...) varies only along axis 1; else None."""
+    if out_shape is None or value.ndim > len(out_shape):
+        return None
+    shape = (1,) * (len(out_shape) - value.ndim) + tuple(value.shape)
+    for axis, d in enumerate(shape):
+        if d != 1 and axis != 1:
+            return None
+    if shape[1] not in (1, channels):
+        return None
+    return np.broadcast_to(value.reshape(-1) if value.size > 1 else value.reshape(1), (channels,)).astype(np.float64)
+
+
+def fold_affine(g: Graph) -> bool:
+    """Conv or BatchNormalization followed by a per-channel constant Mul or Add
+    (the scale/bias pairs older converters emit) becomes one node: the constants
+    go into the weights and bias."""
+    changed = False
+    for node in list(g.nodes):
+        if node not in g.nodes or node.domain != "" or node.op_type not in ("Conv", "BatchNormalization"):
+            continue
+        if node.op_type == "Conv" and (node.input[1] not in g.consts or (len(node.input) > 2 and node.input[2] and node.input[2] not in g.consts)):
+            continue
+        if node.op_type == "BatchNormalization" and (not all(i in g.consts for i in node.input[1:5]) or len([o for o in node.output if o]) != 1):
+            continue
+        nxt = _single_consumer(g, node.output[0])
+        if nxt is None or nxt.domain != "" or nxt.op_type not in ("Mul", "Add") or len(nxt.input) != 2:
+            continue
+        other = nxt.input[1] if nxt.input[0] == node.output[0] else nxt.input[0]
+        if other not in g.consts or other == node.output[0]:
+            continue
+        out_shape = g.value_info.get(node.output[0], (0, None))[1]
+        c = (g.consts[node.input[1]].shape[0] if node.op_type == "Conv" else g.consts[node.input[1]].shape[0])
+        vec = _channel_vector(g.consts[other], out_shape, c)
+        if vec is None or g.value_info.get(nxt.output[0], (0, None))[1] != out_shape:
+            continue
+        tag = f"{nxt.output[0]}__{nxt.op_type.lower()}"
+        if node.op_type == "Conv":
+            w = g.consts[node.input[1]].astype(np.float64)
+            b = g.consts[node.input[2]].astype(np.float64) if len(node.input) > 2 and node.input[2] else np.zeros(c)
+            if nxt.op_type == "Mul":
+                w = w * vec.reshape(-1, *([1] * (w.ndim - 1)))
+                b = b * vec
+            else:
+                b = b + vec
+            g.consts[tag + "_w"], g.consts[tag + "_b"] = w.astype(np.float32), b.astype(np.float32)
+            while len(node.input) < 3:
+                node.input.append("")
+            node.input[1], node.input[2] = tag + "_w", tag + "_b"
+        else:
+            scale, bias = g.consts[node.input[1]].astype(np.float64), g.consts[node.input[2]].astype(np.float64)
+            if nxt.op_type == "Mul":
+                scale, bias = scale * vec, bias * vec
+            else:
+                bias = bias + vec
+            g.consts[tag + "_s"], g.consts[tag + "_b"] = scale.astype(np.float32), bias.astype(np.float32)
+            node.input[1], node.input[2] = tag + "_s", tag + "_b"
+        g.value_info.pop(node.output[0], None)
+        node.output[0] = nxt.output[0]
+        g.nodes.remove(nxt)
+        g.touch()
+        g.log.append(f"folded {nxt.op_type} {nxt.name} into {node.op_type} {node.name}")
         changed = True
     return changed
 
@@ -311,6 +412,7 @@ def fuse_activations(g: Graph, available: set[tuple[str, str]]) -> bool:
         g.nodes[g.nodes.index(base)] = fused
         g.value_info.pop(base.output[0], None)
         g.nodes.remove(act)
+        g.touch()
         g.log.append(f"fused {base.op_type} {base.name} + {act.op_type} {act.name} into {fused_op}")
         changed = True
     if changed:
@@ -321,9 +423,16 @@ def fuse_activations(g: Graph, available: set[tuple[str, str]]) -> bool:
 # --- shapes ---------------------------------------------------------------------------
 
 def infer_shapes(g: Graph):
-    """Static shapes for every value; fails naming the first value left without one."""
-    model = g.to_model()
-    del model.graph.value_info[:]
+    """Static shapes for every value; fails naming the first value left without one.
+    Only small constants (shape-like values) travel as data; weights travel as
+    typed inputs, which is all shape inference needs and saves copying megabytes."""
+    small = {k: v for k, v in g.consts.items() if v.size <= 64}
+    big = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+           for k, v in sorted(g.consts.items()) if v.size > 64 and g._used(k)]
+    graph = helper.make_graph(g.nodes, "infer", list(g.inputs) + big, g.outputs,
+                              initializer=[numpy_helper.from_array(v, k) for k, v in sorted(small.items()) if g._used(k)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in sorted(g.opsets.items())])
+    model.ir_version = max(g.model.ir_version, 4)
     try:
         inferred = shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
     except Exception as e:
@@ -366,11 +475,14 @@ def optimize(g: Graph, available: set[tuple[str, str]]) -> Graph:
         infer_shapes(g)
         changed = fold_constants(g)
         changed |= remove_noops(g)
+        changed |= remove_dead(g)
         if not changed:
             break
     sum_to_add(g)
     infer_shapes(g)
     fold_batchnorm(g)
+    while fold_affine(g):
+        pass
     fuse_activations(g, available)
     check_static(g)
     return g

@@ -86,11 +86,13 @@ def run_build(opts: Options) -> BuildResult:
     model_files = convert_models(result, out / "models")
     names = platforms.expand(opts.platforms)
     if opts.abis and len(names) > 1:  # --abi with several platforms: each takes the ABIs it has
-        targets = [t for p in names for t in platforms.targets(p) if t.abi in opts.abis]
-        if not targets:
+        wanted = {p: [t for t in platforms.targets(p) if t.abi in opts.abis] for p in names}
+        if not any(wanted.values()):
             raise ValueError(f"no platform of {names} has ABI(s) {opts.abis}")
     else:
-        targets = [t for p in names for t in platforms.targets(p, opts.abis)]
+        wanted = {p: platforms.targets(p, opts.abis) for p in names}
+    # A target two platforms share (python's wheels reuse linux's libraries) compiles once.
+    targets = list({t.name: t for p in names for t in wanted[p]}.values())
     plans, builds = [], []
     for t in targets:
         plan, tb = build.plan_target(t, result.registry, result.manifest, out / "build", messages=opts.messages)
@@ -102,7 +104,8 @@ def run_build(opts: Options) -> BuildResult:
         console.print("  nothing to compile: everything is up to date")
     outputs = {}
     for name in names:
-        ctx = platforms.PackageContext(opts, result, model_files, [b for b in builds if b.target.platform == name], out)
+        mine = {t.name for t in wanted[name]}
+        ctx = platforms.PackageContext(opts, result, model_files, [b for b in builds if b.target.name in mine], out)
         outputs[name] = platforms.get(name).package(ctx)
     console.print(f"[bold]done[/] in {time.monotonic() - t0:.1f}s -> {out}")
     return BuildResult(result, model_files, builds, steps, outputs)

@@ -2,7 +2,7 @@
 #include "bcast.h"
 
 int mrt_bcast_plan(mrt_bcast *p, const int64_t *ad, uint32_t an, const int64_t *bd, uint32_t bn,
-                   const int64_t *yd, uint32_t yn) {
+                   const int64_t *yd, uint32_t yn, int exact) {
   size_t n[MRT_MAX_DIMS];
   unsigned char ua[MRT_MAX_DIMS], ub[MRT_MAX_DIMS]; /* 1 where the input varies */
   uint32_t k = 0;
@@ -13,7 +13,7 @@ int mrt_bcast_plan(mrt_bcast *p, const int64_t *ad, uint32_t an, const int64_t *
     int64_t a = i + an >= yn ? ad[i + an - yn] : 1;
     int64_t b = i + bn >= yn ? bd[i + bn - yn] : 1;
     int64_t y = yd[i];
-    if ((a != y && a != 1) || (b != y && b != 1) || (a != y && b != y)) return 0;
+    if ((a != y && a != 1) || (b != y && b != 1) || (exact && a != y && b != y)) return 0;
     if (y == 0) empty = 1;
     if (y == 1) continue; /* contributes nothing to any offset */
     unsigned char va = a != 1, vb = b != 1;

@@ -20,13 +20,15 @@ typedef struct mrt_bcast {
   size_t sb[MRT_MAX_DIMS];
 } mrt_bcast;
 
-/* Innermost row: y[i] = f(a[i*sa], b[i*sb]) with sa, sb in {0, 1}. */
+/* Innermost row: y[i] = f(a[i*sa], b[i*sb]) with sa, sb in {0, 1} (both 0 only when not exact). */
 typedef void (*mrt_bcast_row_fn)(size_t n, const float *a, size_t sa, const float *b, size_t sb,
                                  float *y);
 
-/* Returns 0 when a or b does not broadcast to exactly y's shape. Ranks <= MRT_MAX_DIMS. */
+/* Returns 0 when a or b does not broadcast to y's shape. With `exact`, y must be
+ * exactly broadcast(a, b); without, y may be larger (the first step of a
+ * variadic op whose later inputs widen the result). Ranks <= MRT_MAX_DIMS. */
 int mrt_bcast_plan(mrt_bcast *p, const int64_t *ad, uint32_t an, const int64_t *bd, uint32_t bn,
-                   const int64_t *yd, uint32_t yn);
+                   const int64_t *yd, uint32_t yn, int exact);
 void mrt_bcast_run_f32(const mrt_bcast *p, const float *a, const float *b, float *y,
                        mrt_bcast_row_fn row);
 

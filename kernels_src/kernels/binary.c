@@ -45,17 +45,20 @@
 #if defined(BIN)
 
 /* No restrict on purpose: the variadic ops accumulate in place (a == y), and
- * the compiler still vectorises behind a runtime overlap check. Three loops so
- * each is a plain flat loop: both vary, b is a scalar, a is a scalar. */
+ * the compiler still vectorises behind a runtime overlap check. One plain flat
+ * loop per case: both vary, b is a scalar, a is a scalar. */
 static void bin_row(size_t n, const float *a, size_t sa, const float *b, size_t sb, float *y) {
   if (sa && sb) {
     for (size_t i = 0; i < n; i++) y[i] = BIN(a[i], b[i]);
   } else if (sa) {
     const float v = b[0];
     for (size_t i = 0; i < n; i++) y[i] = BIN(a[i], v);
-  } else {
+  } else if (sb) {
     const float u = a[0];
     for (size_t i = 0; i < n; i++) y[i] = BIN(u, b[i]);
+  } else { /* neither varies: only in the widened first step of a variadic op */
+    const float v = BIN(a[0], b[0]);
+    for (size_t i = 0; i < n; i++) y[i] = v;
   }
 }
 
@@ -106,7 +109,12 @@ mrt_status PREPARE(mrt_node *node, mrt_ctx *ctx) {
       bd = vd, bn = a->ndim;
     }
 #endif
-    if (!mrt_bcast_plan(&p->plan[i], a->dims, a->ndim, bd, bn, y->dims, y->ndim))
+#if defined(VARIADIC)
+    const int exact = i > 0;
+#else
+    const int exact = 1;
+#endif
+    if (!mrt_bcast_plan(&p->plan[i], a->dims, a->ndim, bd, bn, y->dims, y->ndim, exact))
       return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
                            "input %u (rank %u) and %s do not broadcast to the output shape "
                            "(rank %u); numpy broadcasting rules are required",

@@ -12,7 +12,9 @@ enum { PAD_CONSTANT, PAD_EDGE, PAD_REFLECT, PAD_WRAP };
 
 typedef struct pad_params {
   uint32_t ndim, mode;
-  int64_t in[MRT_MAX_DIMS], out[MRT_MAX_DIMS], pb[MRT_MAX_DIMS];
+  /* Negative pads crop first (as onnxruntime): per axis the padded source is
+   * input[lo, lo + n), and pb >= 0 positions of padding go before it. */
+  int64_t in[MRT_MAX_DIMS], out[MRT_MAX_DIMS], lo[MRT_MAX_DIMS], n[MRT_MAX_DIMS], pb[MRT_MAX_DIMS];
   float value;
   const mrt_tensor *value_t; /* non-constant constant_value, read at run */
 } pad_params;
@@ -96,12 +98,15 @@ mrt_status mrt_pad_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
       return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
                            "output dim %u is %lld, pads give %lld", d, (long long)y->dims[d],
                            (long long)o);
-    if (p->mode != PAD_CONSTANT && x->dims[d] == 0 && o > 0)
+    const int64_t lo = pads[d] < 0 ? -pads[d] : 0, hi = pads[d + r] < 0 ? -pads[d + r] : 0;
+    const int64_t len = x->dims[d] - lo - hi;
+    if (o < 0 || (p->mode != PAD_CONSTANT && len <= 0 && o > 0))
       return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
-                           "edge/reflect/wrap padding of an empty axis");
-    p->in[d] = x->dims[d], p->out[d] = o, p->pb[d] = pads[d];
+                           "axis %u: pads leave nothing to pad from", d);
+    p->in[d] = x->dims[d], p->out[d] = o, p->lo[d] = lo, p->n[d] = len > 0 ? len : 0;
+    p->pb[d] = pads[d] > 0 ? pads[d] : 0;
   }
-  if (r == 0) p->in[0] = p->out[0] = 1, p->pb[0] = 0;
+  if (r == 0) p->in[0] = p->out[0] = p->n[0] = 1;
   p->ndim = r ? r : 1;
   node->params = p;
   return MRT_STATUS_OK;
@@ -114,10 +119,10 @@ void mrt_pad_run_f32(const mrt_node *node, void *scratch) {
   float *y = node->outputs[0]->data;
   const float value = p->value_t ? *(const float *)p->value_t->data : p->value;
   const uint32_t k = p->ndim;
-  const int64_t win = p->in[k - 1], wout = p->out[k - 1], pb = p->pb[k - 1];
+  const int64_t win = p->n[k - 1], wout = p->out[k - 1], pb = p->pb[k - 1];
   if (node->outputs[0]->count == 0) return;
   /* Output positions [m0, m1) of the last dim read the input directly. */
-  int64_t m0 = pb < 0 ? 0 : pb, m1 = pb + win < wout ? pb + win : wout;
+  int64_t m0 = pb < wout ? pb : wout, m1 = pb + win < wout ? pb + win : wout;
   if (m1 < m0) m1 = m0;
   int64_t idx[MRT_MAX_DIMS] = {0};
   for (;;) {
@@ -127,14 +132,14 @@ void mrt_pad_run_f32(const mrt_node *node, void *scratch) {
     int hit = 1;
     for (uint32_t d = k - 1; d-- > 0;) {
       s *= p->in[d + 1];
-      const int64_t i = pad_map(idx[d] - p->pb[d], p->in[d], p->mode);
+      const int64_t i = pad_map(idx[d] - p->pb[d], p->n[d], p->mode);
       if (i < 0) hit = 0;
-      off += (ptrdiff_t)(i * s);
+      off += (ptrdiff_t)((i + p->lo[d]) * s);
     }
     if (!hit) {
       for (int64_t o = 0; o < wout; o++) y[o] = value;
     } else {
-      const float *row = x + off;
+      const float *row = x + off + p->lo[k - 1];
       for (int64_t o = 0; o < m0; o++) {
         const int64_t i = pad_map(o - pb, win, p->mode);
         y[o] = i < 0 ? value : row[i];

@@ -127,6 +127,53 @@ static mrt_status pool_prepare(mrt_node *node, mrt_ctx *ctx, int max_outputs, in
   return MRT_STATUS_OK;
 }
 
+/* Max and sum are separable: per output row, first reduce the window's input
+ * rows (all its depth and height taps) into one row of scratch -- a contiguous
+ * loop over W that vectorises -- then reduce each output's width taps from that
+ * row. For 3x3 stride 2 that is about half the loads of the direct form, and
+ * none of them strided across rows. */
+static inline void pool_separable(const pool_params *p, const float *x, float *y, float *row,
+                                  const int is_max) {
+  const size_t w = (size_t)p->in[2], hw = (size_t)p->in[1] * w, plane = hw * (size_t)p->in[0];
+  const size_t dd = (size_t)p->dil[0] * hw, dh = (size_t)p->dil[1] * w, dw = (size_t)p->dil[2];
+  for (size_t c = 0; c < p->planes; c++, x += plane) {
+    for (int64_t od = 0; od < p->out[0]; od++) {
+      const pool_tap td = p->tap[0][od];
+      for (int64_t oh = 0; oh < p->out[1]; oh++) {
+        const pool_tap th = p->tap[1][oh];
+        const float *base = x + (size_t)td.pos * hw + (size_t)th.pos * w;
+        const int empty = td.n == 0 || th.n == 0;
+        for (size_t l = 0; l < w; l++) row[l] = is_max ? NEG_INF : 0.0f;
+        for (int32_t i = 0; i < td.n; i++)
+          for (int32_t j = 0; j < th.n; j++) {
+            const float *r = base + i * dd + j * dh;
+            if (is_max)
+              for (size_t l = 0; l < w; l++) row[l] = r[l] > row[l] ? r[l] : row[l];
+            else
+              for (size_t l = 0; l < w; l++) row[l] += r[l];
+          }
+        for (int64_t ow = 0; ow < p->out[2]; ow++) {
+          const pool_tap tw = p->tap[2][ow];
+          const float *r = row + tw.pos;
+          float m = is_max ? NEG_INF : 0.0f;
+          for (int32_t l = 0; l < tw.n; l++) {
+            if (is_max)
+              m = r[l * dw] > m ? r[l * dw] : m;
+            else
+              m += r[l * dw];
+          }
+          if (!is_max) {
+            const int32_t cnt = p->count_include_pad ? td.nincl * th.nincl * tw.nincl
+                                                     : td.n * th.n * tw.n;
+            m = cnt > 0 && !empty ? m / (float)cnt : 0.0f;
+          }
+          *y++ = m;
+        }
+      }
+    }
+  }
+}
+
 #endif /* MaxPool || AveragePool */
 
 #if defined(MRT_OP_MaxPool)
@@ -135,6 +182,7 @@ mrt_status mrt_maxpool_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   pool_params *p;
   mrt_status st = pool_prepare(node, ctx, 2, 1, &p);
   if (st) return st;
+  mrt_ctx_request_scratch(ctx, (size_t)p->in[2] * sizeof(float));
   const mrt_tensor *ind = mrt_out(node, 1);
   if (ind) {
     if (ind->dtype != MRT_DTYPE_INT64 || !mrt_same_dims(ind, node->outputs[0]))
@@ -154,15 +202,18 @@ mrt_status mrt_maxpool_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
 }
 
 void mrt_maxpool_run_f32(const mrt_node *node, void *scratch) {
-  MRT_UNUSED(scratch);
   const pool_params *p = node->params;
   const float *x = node->inputs[0]->data;
   float *y = node->outputs[0]->data;
   const mrt_tensor *ind_t = mrt_out(node, 1);
-  int64_t *ind = ind_t ? ind_t->data : NULL;
+  if (!ind_t) {
+    pool_separable(p, x, y, scratch, 1);
+    return;
+  }
+  /* With Indices: the direct form, tracking where each maximum came from. */
+  int64_t *ind = ind_t->data;
   const size_t hw = (size_t)(p->in[1] * p->in[2]), w = (size_t)p->in[2];
   const size_t plane = hw * (size_t)p->in[0];
-  const size_t dd = (size_t)p->dil[0] * hw, dh = (size_t)p->dil[1] * w, dw = (size_t)p->dil[2];
   for (size_t c = 0; c < p->planes; c++, x += plane) {
     for (int64_t od = 0; od < p->out[0]; od++) {
       const pool_tap td = p->tap[0][od];
@@ -170,29 +221,20 @@ void mrt_maxpool_run_f32(const mrt_node *node, void *scratch) {
         const pool_tap th = p->tap[1][oh];
         for (int64_t ow = 0; ow < p->out[2]; ow++) {
           const pool_tap tw = p->tap[2][ow];
-          const float *base = x + (size_t)td.pos * hw + (size_t)th.pos * w + (size_t)tw.pos;
           float m = NEG_INF;
-          if (!ind) {
-            for (int32_t i = 0; i < td.n; i++)
-              for (int32_t j = 0; j < th.n; j++) {
-                const float *r = base + i * dd + j * dh;
-                for (int32_t l = 0; l < tw.n; l++) m = r[l * dw] > m ? r[l * dw] : m;
-              }
-          } else {
-            int64_t best = 0;
-            for (int32_t i = 0; i < td.n; i++)
-              for (int32_t j = 0; j < th.n; j++)
-                for (int32_t l = 0; l < tw.n; l++) {
-                  const float v = base[i * dd + j * dh + l * dw];
-                  if (v > m) {
-                    m = v;
-                    best = (td.pos + i * p->dil[0]) * p->istride[0] +
-                           (th.pos + j * p->dil[1]) * p->istride[1] +
-                           (tw.pos + l * p->dil[2]) * p->istride[2];
-                  }
+          int64_t best = 0;
+          for (int32_t i = 0; i < td.n; i++)
+            for (int32_t j = 0; j < th.n; j++)
+              for (int32_t l = 0; l < tw.n; l++) {
+                const int64_t d = td.pos + i * p->dil[0], h = th.pos + j * p->dil[1],
+                              v = tw.pos + l * p->dil[2];
+                const float xv = x[(size_t)d * hw + (size_t)h * w + (size_t)v];
+                if (xv > m) {
+                  m = xv;
+                  best = d * p->istride[0] + h * p->istride[1] + v * p->istride[2];
                 }
-            *ind++ = (int64_t)(c * plane) + best;
-          }
+              }
+          *ind++ = (int64_t)(c * plane) + best;
           *y++ = m;
         }
       }
@@ -209,39 +251,13 @@ mrt_status mrt_averagepool_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = pool_prepare(node, ctx, 1, node->opset >= 19, &p);
   if (st) return st;
   p->count_include_pad = mrt_attr_int(node, "count_include_pad", 0) != 0;
+  mrt_ctx_request_scratch(ctx, (size_t)p->in[2] * sizeof(float));
   node->params = p;
   return MRT_STATUS_OK;
 }
 
 void mrt_averagepool_run_f32(const mrt_node *node, void *scratch) {
-  MRT_UNUSED(scratch);
-  const pool_params *p = node->params;
-  const float *x = node->inputs[0]->data;
-  float *y = node->outputs[0]->data;
-  const size_t hw = (size_t)(p->in[1] * p->in[2]), w = (size_t)p->in[2];
-  const size_t plane = hw * (size_t)p->in[0];
-  const size_t dd = (size_t)p->dil[0] * hw, dh = (size_t)p->dil[1] * w, dw = (size_t)p->dil[2];
-  for (size_t c = 0; c < p->planes; c++, x += plane) {
-    for (int64_t od = 0; od < p->out[0]; od++) {
-      const pool_tap td = p->tap[0][od];
-      for (int64_t oh = 0; oh < p->out[1]; oh++) {
-        const pool_tap th = p->tap[1][oh];
-        for (int64_t ow = 0; ow < p->out[2]; ow++) {
-          const pool_tap tw = p->tap[2][ow];
-          const float *base = x + (size_t)td.pos * hw + (size_t)th.pos * w + (size_t)tw.pos;
-          float s = 0.0f;
-          for (int32_t i = 0; i < td.n; i++)
-            for (int32_t j = 0; j < th.n; j++) {
-              const float *r = base + i * dd + j * dh;
-              for (int32_t l = 0; l < tw.n; l++) s += r[l * dw];
-            }
-          const int32_t cnt = p->count_include_pad ? td.nincl * th.nincl * tw.nincl
-                                                   : td.n * th.n * tw.n;
-          *y++ = cnt > 0 ? s / (float)cnt : 0.0f;
-        }
-      }
-    }
-  }
+  pool_separable(node->params, node->inputs[0]->data, node->outputs[0]->data, scratch, 0);
 }
 
 #endif /* AveragePool */

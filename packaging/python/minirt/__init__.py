@@ -155,7 +155,7 @@ class InferenceSession:
         for k, arg in enumerate(self._inputs):
             if arg.name not in input_feed:
                 raise ValueError(f"missing input '{arg.name}' (shape {arg.shape}, {arg.type})")
-            x = np.ascontiguousarray(input_feed[arg.name], dtype=arg.dtype)
+            x = np.require(np.asarray(input_feed[arg.name], dtype=arg.dtype), requirements="C")  # keeps 0-d as 0-d
             if list(x.shape) != arg.shape:
                 raise ValueError(f"input '{arg.name}' has shape {list(x.shape)}, the model was built for {arg.shape}")
             self._check(self._lib.mrt_session_set_input(self._h, k, x.ctypes.data, x.nbytes))
