@@ -51,15 +51,17 @@ def _mode(name: str, executable: set) -> int:
     return 0o755 if name in executable else 0o644
 
 
-def zip_bytes(files: dict[str, bytes], directories: bool = True, executable=(), compress: bool = True) -> bytes:
+def zip_bytes(files: dict[str, bytes], directories: bool = True, executable=(), compress: bool = True,
+              sorted_entries: bool = True) -> bytes:
     """A zip of `files`, entries sorted, all dated 1980-01-01, Unix modes 644/755.
-    `directories` adds explicit folder entries (as `ditto`/Xcode zips have)."""
+    `directories` adds explicit folder entries (as `ditto`/Xcode zips have).
+    `sorted_entries=False` keeps the order of `files` (a wheel puts dist-info last)."""
     executable = set(executable)
     buf = io.BytesIO()
     method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
     entries = [(d, None) for d in (_dirs(files) if directories else [])] + [(n, files[n]) for n in files]
     with zipfile.ZipFile(buf, "w") as zf:
-        for name, data in sorted(entries, key=lambda e: e[0]):
+        for name, data in (sorted(entries, key=lambda e: e[0]) if sorted_entries else entries):
             info = zipfile.ZipInfo(name, date_time=ZIP_EPOCH)
             info.create_system = 3  # Unix, so external_attr carries the mode
             if data is None:
@@ -191,6 +193,36 @@ def fat(slices: list[bytes], align_log2: int = 3) -> bytes:
         archs += struct.pack(">iiIII", cputype, subtype, offset + len(body), len(s), align_log2)
         body += s
     return header + archs + body
+
+
+LC_SYMTAB, LC_BUILD_VERSION = 0x2, 0x32
+
+
+def macho_info(data: bytes) -> dict:
+    """The facts the packaging checks need from a thin 64-bit Mach-O file:
+    cputype, filetype, LC_BUILD_VERSION's platform and minos ("13.0"), and the
+    symbol table as (name, n_type) pairs (n_type: N_EXT 0x01, N_PEXT 0x10,
+    N_TYPE mask 0x0e with N_SECT 0x0e = defined, 0 = undefined)."""
+    magic, cputype, subtype, filetype, ncmds, _sizeofcmds, _flags, _ = struct.unpack_from("<IiiIIIII", data, 0)
+    if magic != MH_MAGIC_64:
+        raise ValueError(f"not a 64-bit Mach-O file (magic {magic:#x})")
+    info = {"cputype": cputype, "cpusubtype": subtype & 0x00FFFFFF, "filetype": filetype,
+            "platform": None, "minos": None, "symbols": []}
+    off = 32
+    for _ in range(ncmds):
+        cmd, size = struct.unpack_from("<II", data, off)
+        if cmd == LC_BUILD_VERSION:
+            platform, minos = struct.unpack_from("<II", data, off + 8)
+            info["platform"] = platform
+            info["minos"] = f"{minos >> 16}.{(minos >> 8) & 0xFF}" + (f".{minos & 0xFF}" if minos & 0xFF else "")
+        elif cmd == LC_SYMTAB:
+            symoff, nsyms, stroff, _strsize = struct.unpack_from("<IIII", data, off + 8)
+            for i in range(nsyms):
+                strx, ntype = struct.unpack_from("<IB", data, symoff + 16 * i)
+                end = data.index(b"\0", stroff + strx)
+                info["symbols"].append((data[stroff + strx:end].decode(), ntype))
+        off += size
+    return info
 
 
 def fat_slices(data: bytes) -> list[tuple[int, int, bytes]]:

@@ -57,15 +57,22 @@ def plan_target(target: Target, registry: Registry, manifest: Manifest, build_ro
     gen = tdir / "gen"
     codegen.render(registry, manifest, gen, messages=messages)
     src = resources.path("kernels_src")
-    prefix_map = [f"-ffile-prefix-map={src}=kernels_src", f"-ffile-prefix-map={tdir}=."]
+    # No absolute path may reach an artifact (DWARF of the .debug twin included):
+    # sources, the target dir and the compiler's working directory are mapped.
+    prefix_map = [f"-ffile-prefix-map={src}=kernels_src", f"-ffile-prefix-map={tdir}=.",
+                  f"-ffile-prefix-map={build_root}=."]
     objects = []
     roles = {}
-    for o in _object_list(target, registry, manifest):
+    platform = platforms.get(target.platform)
+    # A platform may add objects of its own (Android: the JNI glue), each with
+    # optional extra "cflags" (e.g. the JDK's include folders).
+    extra = platform.extra_objects(target) if hasattr(platform, "extra_objects") else []
+    for o in _object_list(target, registry, manifest) + extra:
         source = o["source"] if os.path.isabs(o["source"]) else str(tdir / o["source"])
-        flags = target.cflags(o["speed"]) + prefix_map + [f"-D{d}" for d in o["defines"]]
+        flags = target.cflags(o["speed"]) + prefix_map + list(o.get("cflags", ())) + [f"-D{d}" for d in o["defines"]]
         objects.append({"source": source, "target": o["target"], "flags": flags, "label": o["label"]})
         roles[o["target"]] = tuple(o["role"])
-    links = platforms.get(target.platform).link_steps(target, tdir)
+    links = platform.link_steps(target, tdir)
     plan = {
         "name": target.name, "dir": str(tdir),
         "cc": [*toolchain.ZIG, "cc"],

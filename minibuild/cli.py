@@ -3,6 +3,7 @@
     minibuild --models DIR --platform linux --out OUT     build (the default command)
     minibuild scan --models DIR --out OUT                 manifest only
     minibuild verify --models DIR --out OUT [--json F]    compare with onnxruntime
+    minibuild size history|diff|estimate|calibrate ...    size reports (minibuild size --help)
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from . import __version__
 from .errors import MinibuildError
 
-COMMANDS = ("build", "scan", "verify")
+COMMANDS = ("build", "scan", "verify", "size")
 
 
 def _dims(values: list[str]) -> dict[str, int]:
@@ -60,6 +61,17 @@ def parser(command: str) -> argparse.ArgumentParser:
         p.add_argument("-j", "--jobs", type=int, help="parallel compile jobs (default: CPU count)")
         p.add_argument("--verbose", action="store_true", help="print full compiler command lines")
         p.add_argument("--no-messages", action="store_true", help="compile error messages out of the runtime (smaller)")
+        p.add_argument("--package-version", default="0.1.0", help="version of the packages written (default: 0.1.0)")
+        p.add_argument("--android-name", default="minirt", help="Android: AAR name, OUT/dist/NAME-VERSION.aar")
+        p.add_argument("--android-package", default="ai.minibuild.minirt",
+                       help="Android: package (namespace) in the AAR's manifest")
+    if command == "build":
+        p.add_argument("--size-history", type=Path, help="SQLite size history (default OUT/size_history.sqlite, "
+                       "or $MINIBUILD_SIZE_HISTORY)")
+        p.add_argument("--size-budget", metavar="BYTES|FILE", help="fail (exit 3) when the libraries exceed BYTES in "
+                       "total, or the limits of a YAML FILE (docs/size_report.md)")
+        p.add_argument("--size-baseline", type=Path, metavar="REPORT.json",
+                       help="compare with this size_report.json (default: the last build in the size history)")
     if command == "verify":
         p.add_argument("--json", type=Path, help="also write the results as JSON to this file")
         p.add_argument("--seed", type=int, default=0)
@@ -70,6 +82,9 @@ def parser(command: str) -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv.pop(0) if argv and argv[0] in COMMANDS else "build"
+    if command == "size":
+        from .report import cli as size_cli
+        return size_cli.main(argv)
     args = parser(command).parse_args(argv)
     from .pipeline import Options, console
     try:
@@ -77,7 +92,12 @@ def main(argv=None) -> int:
         opts = Options(models=args.models, out=args.out, platforms=platforms, abis=getattr(args, "abi", None),
                        fixed_dims=_dims(args.fix_dim), input_shapes=_shapes(args.input_shape),
                        jobs=getattr(args, "jobs", None), verbose=getattr(args, "verbose", False),
-                       messages=not getattr(args, "no_messages", False))
+                       messages=not getattr(args, "no_messages", False),
+                       package_version=getattr(args, "package_version", "0.1.0"),
+                       android_name=getattr(args, "android_name", "minirt"),
+                       android_package=getattr(args, "android_package", "ai.minibuild.minirt"),
+                       size_history=getattr(args, "size_history", None), size_budget=getattr(args, "size_budget", None),
+                       size_baseline=getattr(args, "size_baseline", None))
         if command == "scan":
             from .pipeline import run_scan
             res = run_scan(opts)

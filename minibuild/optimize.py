@@ -103,8 +103,9 @@ def from_model(model: onnx.ModelProto, source: str, fixed_dims: dict[str, int] |
             if d.HasField("dim_value") and d.dim_value >= 0:
                 continue
             if d.dim_param and d.dim_param in fixed_dims:
+                size = fixed_dims[d.dim_param]
                 d.Clear()
-                d.dim_value = fixed_dims[d.dim_param]
+                d.dim_value = size
                 continue
             what = f"dimension '{d.dim_param}'" if d.dim_param else "an unnamed dynamic dimension"
             fix = (f"--fix-dim {d.dim_param}=N" if d.dim_param else

@@ -10,10 +10,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from . import build, convert, manifest as manifest_mod, platforms, registry as registry_mod, scan
+from . import build, convert, manifest as manifest_mod, platforms, registry as registry_mod, report, scan
 from .fsutil import write_if_changed
 
-console = Console(stderr=True, highlight=False)
+import sys as _sys
+
+# Wide enough for the verify table when output goes to a log file or CI.
+console = Console(stderr=True, highlight=False, width=None if _sys.stderr.isatty() else 150)
 
 
 @dataclass
@@ -27,6 +30,12 @@ class Options:
     jobs: int | None = None
     verbose: bool = False
     messages: bool = True
+    android_name: str = "minirt"                   # Android: OUT/dist/<android_name>-<package_version>.aar
+    android_package: str = "ai.minibuild.minirt"   # Android: the AAR manifest's package (namespace)
+    package_version: str = "0.1.0"                 # version written into packages (AAR, prefab)
+    size_history: Path | None = None     # SQLite size history (default OUT/size_history.sqlite; env MINIBUILD_SIZE_HISTORY)
+    size_budget: str | None = None       # bytes (all libraries) or a YAML file of limits: see docs/size_report.md
+    size_baseline: Path | None = None    # an earlier size_report.json to compare with (default: last build in the history)
 
 
 @dataclass
@@ -108,4 +117,6 @@ def run_build(opts: Options) -> BuildResult:
         ctx = platforms.PackageContext(opts, result, model_files, [b for b in builds if b.target.name in mine], out)
         outputs[name] = platforms.get(name).package(ctx)
     console.print(f"[bold]done[/] in {time.monotonic() - t0:.1f}s -> {out}")
-    return BuildResult(result, model_files, builds, steps, outputs)
+    built = BuildResult(result, model_files, builds, steps, outputs)
+    report.write_reports(opts, built)  # raises report.budget.SizeBudgetError, after writing, when over budget
+    return built

@@ -15,6 +15,7 @@ engines, so the comparison exercises real arithmetic rather than a constant.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import statistics
 import sys
@@ -153,11 +154,16 @@ def import_minirt(out: Path):
     if not (pkg / "minirt" / "__init__.py").is_file():
         raise VerifyError(f"{out}: no host build to verify (looked for {pkg}/minirt); build first with "
                           f"`minibuild --models DIR --platform linux --abi {toolchain.host_abi()} --out {out}`")
-    sys.path.insert(0, str(pkg))
-    try:
-        return importlib.import_module("minirt")
-    finally:
-        sys.path.remove(str(pkg))
+    # Load this build's copy under its own module name: one process may verify
+    # several builds, each with its own library beside its minirt package.
+    name = f"minirt_{abs(hash(str(pkg.resolve())))}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, pkg / "minirt" / "__init__.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def verify_model(path: Path, minirt, registry, opts, seed: int, runs: int) -> ModelCheck:

@@ -13,8 +13,6 @@
 #include <cpuid.h>
 #endif
 
-#define MRT_SGEMM_MAX_TILE 256 /* largest mr * nr of any kernel below */
-
 typedef float mrt_v4f __attribute__((vector_size(16)));
 #if defined(__x86_64__)
 typedef float mrt_v8f __attribute__((vector_size(32)));
@@ -34,12 +32,14 @@ typedef float mrt_v8f __attribute__((vector_size(32)));
 #endif
 
 /*
- * One register tile: MR rows x NV vectors of VL floats. The fixed-trip loops
+ * One register tile: MR rows x NV vectors of VL floats; A advances by AS per
+ * k step (the panel width; a 1-row tile reads one row of an mr-wide panel, so
+ * rows of an edge panel cost one row each, not a full panel). The fixed-trip loops
  * are fully unrolled so acc[][] lives in registers. Loads and stores go
  * through __builtin_memcpy: packed buffers and C rows need not be aligned,
  * and this avoids aliasing a float* as a vector*.
  */
-#define MRT_SGEMM_TILE(NAME, ATTR, VT, VL, MR, NV)                                              \
+#define MRT_SGEMM_TILE(NAME, ATTR, VT, VL, MR, NV, AS)                                            \
   ATTR static void NAME(size_t kc, const float *MRT_RESTRICT a, const float *MRT_RESTRICT b,   \
                         float *MRT_RESTRICT c, size_t ldc, const mrt_sgemm_tile_args *args) {  \
     VT acc[MR][NV];                                                                           \
@@ -53,7 +53,7 @@ typedef float mrt_v8f __attribute__((vector_size(32)));
         const float ar = a[r];                                                                \
         _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v) acc[r][v] += ar * bv[v]; \
       }                                                                                       \
-      a += MR;                                                                                \
+      a += AS;                                                                                \
       b += NV * VL;                                                                           \
     }                                                                                         \
     const VT lo = (VT){0} + args->lo, hi = (VT){0} + args->hi;                                \
@@ -84,20 +84,30 @@ typedef float mrt_v8f __attribute__((vector_size(32)));
  * register file (16 xmm/ymm on x86_64, 8 on i386, 32 v-regs on aarch64,
  * 16 q-regs on armv7). */
 #if defined(__x86_64__)
-MRT_SGEMM_TILE(mrt_sgemm_kernel_6x8__sse, , mrt_v4f, 4, 6, 2)
-MRT_SGEMM_TILE(mrt_sgemm_kernel_6x16__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8, 6, 2)
-static const mrt_sgemm_kernel mrt_sgemm_sse = {6, 8, 120, 2048, mrt_sgemm_kernel_6x8__sse};
-static const mrt_sgemm_kernel mrt_sgemm_avx2 = {6, 16, 120, 2048, mrt_sgemm_kernel_6x16__avx2};
+MRT_SGEMM_TILE(mrt_sgemm_kernel_6x8__sse, , mrt_v4f, 4, 6, 2, 6)
+MRT_SGEMM_TILE(mrt_sgemm_kernel_1x8__sse, , mrt_v4f, 4, 1, 2, 6)
+MRT_SGEMM_TILE(mrt_sgemm_kernel_6x16__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8, 6, 2, 6)
+MRT_SGEMM_TILE(mrt_sgemm_kernel_1x16__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8, 1, 2, 6)
+static const mrt_sgemm_kernel mrt_sgemm_sse = {6, 8, 120, 2048, mrt_sgemm_kernel_6x8__sse,
+                                               mrt_sgemm_kernel_1x8__sse};
+static const mrt_sgemm_kernel mrt_sgemm_avx2 = {6, 16, 120, 2048, mrt_sgemm_kernel_6x16__avx2,
+                                                mrt_sgemm_kernel_1x16__avx2};
 #elif defined(__aarch64__)
-MRT_SGEMM_TILE(mrt_sgemm_kernel_8x8__neon, , mrt_v4f, 4, 8, 2)
-static const mrt_sgemm_kernel mrt_sgemm_default = {8, 8, 128, 2048, mrt_sgemm_kernel_8x8__neon};
+MRT_SGEMM_TILE(mrt_sgemm_kernel_8x8__neon, , mrt_v4f, 4, 8, 2, 8)
+MRT_SGEMM_TILE(mrt_sgemm_kernel_1x8__neon, , mrt_v4f, 4, 1, 2, 8)
+static const mrt_sgemm_kernel mrt_sgemm_default = {8, 8, 128, 2048, mrt_sgemm_kernel_8x8__neon,
+                                                   mrt_sgemm_kernel_1x8__neon};
 #elif defined(__ARM_NEON)
-MRT_SGEMM_TILE(mrt_sgemm_kernel_4x8__neon, , mrt_v4f, 4, 4, 2)
-static const mrt_sgemm_kernel mrt_sgemm_default = {4, 8, 128, 1024, mrt_sgemm_kernel_4x8__neon};
+MRT_SGEMM_TILE(mrt_sgemm_kernel_4x8__neon, , mrt_v4f, 4, 4, 2, 4)
+MRT_SGEMM_TILE(mrt_sgemm_kernel_1x8__neon, , mrt_v4f, 4, 1, 2, 4)
+static const mrt_sgemm_kernel mrt_sgemm_default = {4, 8, 128, 1024, mrt_sgemm_kernel_4x8__neon,
+                                                   mrt_sgemm_kernel_1x8__neon};
 #else
 /* i386 (8 xmm registers) and anything without a known SIMD unit. */
-MRT_SGEMM_TILE(mrt_sgemm_kernel_4x4, , mrt_v4f, 4, 4, 1)
-static const mrt_sgemm_kernel mrt_sgemm_default = {4, 4, 128, 1024, mrt_sgemm_kernel_4x4};
+MRT_SGEMM_TILE(mrt_sgemm_kernel_4x4, , mrt_v4f, 4, 4, 1, 4)
+MRT_SGEMM_TILE(mrt_sgemm_kernel_1x4, , mrt_v4f, 4, 1, 1, 4)
+static const mrt_sgemm_kernel mrt_sgemm_default = {4, 4, 128, 1024, mrt_sgemm_kernel_4x4,
+                                                   mrt_sgemm_kernel_1x4};
 #endif
 
 #if defined(__x86_64__)
@@ -228,8 +238,8 @@ void mrt_sgemm(const mrt_sgemm_kernel *kern, size_t m, size_t n, size_t k, const
   mrt_sgemm_tile_args args = {0};
   args.lo = ep ? ep->lo : -inf;
   args.hi = ep ? ep->hi : inf;
-  float tmp_c[MRT_SGEMM_MAX_TILE], tmp_row[32], tmp_col[64];
-  MRT_ASSERT(mr * nr <= MRT_SGEMM_MAX_TILE && mr <= 32 && nr <= 64);
+  float tmp_c[256], tmp_row[32], tmp_col[64];
+  MRT_ASSERT(mr * nr <= 256 && mr <= 32 && nr <= 64);
 
   for (size_t j0 = 0; j0 < n; j0 += nc) {
     const size_t ncur = mrt_min(nc, n - j0);
@@ -270,22 +280,35 @@ void mrt_sgemm(const mrt_sgemm_kernel *kern, size_t m, size_t n, size_t k, const
               kern->tile(kcur, ap + ir * kcur, bp + jr * kcur, cp, ldc, &args);
               continue;
             }
-            /* Edge tile: run the full tile on a local copy so the
-             * micro-kernel never reads or writes past C or the biases. */
-            if (args.accumulate)
-              for (size_t r = 0; r < mm; ++r) memcpy(tmp_c + r * nr, cp + r * ldc, nn * sizeof(float));
-            if (args.bias_row) {
-              memcpy(tmp_row, args.bias_row, mm * sizeof(float));
-              memset(tmp_row + mm, 0, (mr - mm) * sizeof(float));
-              args.bias_row = tmp_row;
-            }
-            if (args.bias_col) {
+            /* Edge tile. A partial column range goes through a local copy so
+             * nothing is read or written past C or the biases; a few
+             * partial rows run one at a time with the 1-row kernel, so an
+             * M = 1 GEMV costs one row, not mr. */
+            if (args.bias_col && nn < nr) {
               memcpy(tmp_col, args.bias_col, nn * sizeof(float));
               memset(tmp_col + nn, 0, (nr - nn) * sizeof(float));
               args.bias_col = tmp_col;
             }
-            kern->tile(kcur, ap + ir * kcur, bp + jr * kcur, tmp_c, nr, &args);
-            for (size_t r = 0; r < mm; ++r) memcpy(cp + r * ldc, tmp_c + r * nr, nn * sizeof(float));
+            if (mm * 3 > mr) {
+              if (args.bias_row && mm < mr) {
+                memcpy(tmp_row, args.bias_row, mm * sizeof(float));
+                memset(tmp_row + mm, 0, (mr - mm) * sizeof(float));
+                args.bias_row = tmp_row;
+              }
+              if (args.accumulate)
+                for (size_t r = 0; r < mm; ++r) memcpy(tmp_c + r * nr, cp + r * ldc, nn * sizeof(float));
+              kern->tile(kcur, ap + ir * kcur, bp + jr * kcur, tmp_c, nr, &args);
+              for (size_t r = 0; r < mm; ++r) memcpy(cp + r * ldc, tmp_c + r * nr, nn * sizeof(float));
+              continue;
+            }
+            const float *bias_row = args.bias_row;
+            for (size_t r = 0; r < mm; ++r) {
+              float *dst = nn == nr ? cp + r * ldc : tmp_c;
+              if (nn < nr && args.accumulate) memcpy(tmp_c, cp + r * ldc, nn * sizeof(float));
+              args.bias_row = bias_row ? bias_row + r : NULL;
+              kern->row(kcur, ap + ir * kcur + r, bp + jr * kcur, dst, nr, &args);
+              if (nn < nr) memcpy(cp + r * ldc, tmp_c, nn * sizeof(float));
+            }
           }
         }
       }

@@ -47,6 +47,7 @@ typedef struct mrt_sgemm_kernel {
   uint32_t mr, nr;
   uint32_t mc, nc; /* cache blocks: A block mc x KC (L2), B block KC x nc (L3) */
   mrt_sgemm_tile_fn tile;
+  mrt_sgemm_tile_fn row; /* 1 x nr tile reading row 0 of an mr-wide A panel: edge rows */
 } mrt_sgemm_kernel;
 
 /* The best micro-kernel for the running CPU (cpuid on x86). */

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "internal.h"
-#include "config.h" /* generated: MRT_MANIFEST_HASH, MRT_ENABLE_MESSAGES */
+#include "config.h" /* generated: MRT_ENABLE_MESSAGES */
 
 size_t mrt_dtype_size(uint32_t dtype) {
   switch (dtype) {
@@ -341,4 +341,4 @@ const char *mrt_version(void) {
   return MRT_STR(MRT_VERSION_MAJOR) "." MRT_STR(MRT_VERSION_MINOR) "." MRT_STR(MRT_VERSION_PATCH);
 }
 
-const char *mrt_build_manifest_hash(void) { return MRT_MANIFEST_HASH; }
+/* mrt_build_manifest_hash is defined in the generated registry.c. */

@@ -1,0 +1,99 @@
+"""The report step of the flow: size attribution per op / type / section, written as
+JSON + Markdown + HTML, appended to the size history, checked against budgets.
+
+    report.write_reports(opts, build_result)   # the one call pipeline.run_build makes
+
+Modules: binfmt (ELF/Mach-O/ar readers), linkmap (ld.lld maps), attribution (bytes ->
+owners), assemble (the JSON document), markdown / html (writers), history (SQLite),
+budget, diff, estimate, cli (`minibuild size ...`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..fsutil import write_if_changed
+
+
+@dataclass
+class ReportOutcome:
+    json: Path
+    markdown: Path
+    html: Path
+    history: Path
+    document: dict
+
+
+def _baseline_summary(b: dict) -> dict:
+    return {"source": b.get("source", "baseline"), "generated": b.get("generated"),
+            "manifest_hash": b.get("manifest_hash"),
+            "artifacts": [{"name": a["name"], "file_size": a["file_size"], "totals": a.get("totals", {})}
+                          for a in b.get("artifacts", [])]}
+
+
+def load_report(path: Path) -> dict:
+    from .budget import BudgetSpecError
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise BudgetSpecError(f"{path}: cannot read a size report: {e}") from None
+    if not isinstance(doc, dict) or "artifacts" not in doc:
+        raise BudgetSpecError(f"{path}: not a minibuild size report (no 'artifacts')")
+    doc.setdefault("source", str(path))
+    return doc
+
+
+def write_reports(opts, result) -> ReportOutcome:
+    """Attribute every built library, write OUT/size_report.{json,md,html}, append the
+    history; raise budget.SizeBudgetError (after writing everything) when over budget."""
+    from .. import build as build_mod
+    from ..pipeline import console
+    from . import assemble, attribution, budget as budget_mod, history, html, markdown
+
+    out = Path(opts.out).resolve()
+    plan_file = out / "build" / "plan.json"
+    registry = result.scan.registry
+    requires = {f"{e.domain}.{e.op}": list(e.requires) for e in registry.ops.values()}
+    env = build_mod.zig_env()
+    artifacts = []
+    for tb in result.targets:
+        att = attribution.attribute_target(tb, plan_file, env=env)
+        artifacts.append(assemble.artifact_doc(tb, att, out, requires))
+    doc = assemble.build_document(manifest=result.scan.manifest, models_dir=Path(opts.models), out=out, artifacts=artifacts)
+    hist_path = history.path_for(out, getattr(opts, "size_history", None))
+    if getattr(opts, "size_baseline", None):
+        baseline = load_report(Path(opts.size_baseline))
+        baseline["source"] = str(opts.size_baseline)
+    else:
+        baseline = history.last_build(hist_path)
+    if baseline:
+        doc["baseline"] = _baseline_summary(baseline)
+    budget = budget_mod.parse(getattr(opts, "size_budget", None))
+    message = None
+    if budget:
+        results = budget_mod.check(budget, doc)
+        exceeded = any(r["exceeded"] for r in results)
+        doc["budget"] = {"source": budget.source, "results": results, "exceeded": exceeded}
+        if exceeded:
+            message = budget_mod.failure_message(results, baseline, doc)
+    jpath = write_if_changed(out / "size_report.json", json.dumps(doc, indent=1) + "\n")
+    # The Markdown compares with the baseline's full rows when it has them.
+    mdoc = dict(doc, baseline=baseline) if baseline else doc
+    mpath = write_if_changed(out / "size_report.md", markdown.render(mdoc))
+    history.append(hist_path, doc, out)
+    hpath = write_if_changed(out / "size_report.html", html.render(doc, history.rows(hist_path, limit=200)))
+    for a in artifacts:
+        t = a["totals"]
+        top = ", ".join(f"{c['name']} {c['bytes']}" for c in a["components"] if c["kind"] == "kernel")[:120]
+        console.print(f"[bold]size[/] {a['name']}: {a['file_size']} B (runtime {t['runtime']}, kernels {t['kernels']}, "
+                      f"support {t['support']}, overhead {t['overhead']}, unattributed {t['unattributed']})"
+                      + (f"; {top}" if top else ""), markup=True, highlight=False)
+    console.print(f"  size report -> {mpath.name}, {jpath.name}, {hpath.name}; history {hist_path}")
+    outcome = ReportOutcome(jpath, mpath, hpath, hist_path, doc)
+    if message:
+        err = budget_mod.SizeBudgetError(message)
+        err.outcome = outcome
+        raise err
+    return outcome

@@ -34,7 +34,9 @@ _PAD_BYTES = {0x00, 0xCC, 0x90}
 
 
 def overhead_category(name: str) -> str:
-    n = name
+    n = name[len("object "):] if name.startswith("object ") and name != "object file padding" else name
+    if name.startswith("object ") and n.startswith("Mach-O header"):
+        return "object file headers"
     if n in ("ELF header", "program headers", "section header table") or n.startswith("Mach-O header"):
         return "headers"
     if n in (".dynsym", ".dynstr", ".gnu.version", ".gnu.version_r", ".gnu.version_d"):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["InferenceSession", "NodeArg", "MinirtError", "get_library_path", "version", "manifest_hash"]
+__all__ = ["InferenceSession", "NodeArg", "MinirtError", "get_library_path", "version", "manifest_hash", "build_info"]
 
 _MAX_DIMS = 6
 _DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 6: np.int32, 7: np.int64, 9: np.bool_, 10: np.float16}
@@ -97,6 +97,18 @@ def version() -> str:
 
 def manifest_hash() -> str:
     return _load().mrt_build_manifest_hash().decode()
+
+
+def build_info() -> dict:
+    """What minibuild recorded about this package's build (runtime version, manifest
+    hash, models, wheel platform), read from _build_info.json; {} where the package
+    was not installed from a minibuild wheel."""
+    import json
+    path = Path(__file__).resolve().parent / "_build_info.json"
+    if not path.is_file():
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
 
 
 @dataclass(frozen=True)

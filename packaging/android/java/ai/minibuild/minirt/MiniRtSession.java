@@ -1,0 +1,386 @@
+package ai.minibuild.minirt;
+
+import java.io.File;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+
+/**
+ * A loaded model, ready to run: the Java face of minirt, the runtime minibuild
+ * builds for exactly your models.
+ *
+ * <pre>{@code
+ * try (MiniRtSession session = MiniRtSession.fromFile(modelPath)) {
+ *     float[] probs = session.run(pixels);           // one input, one output
+ * }
+ * }</pre>
+ *
+ * <p>Inputs can be given as arrays (copied once, straight into the session), as
+ * direct {@link ByteBuffer}s (copied natively, no JNI array pinning), or written
+ * in place with {@link #getInputBuffer(int)} (no copy at all). Outputs likewise:
+ * {@link #getOutputFloats(int)}, {@link #getOutput(int, ByteBuffer)} or the
+ * zero-copy {@link #getOutputBuffer(int)}. Buffers use the platform's byte order
+ * ({@link ByteOrder#nativeOrder()}, little-endian on every Android ABI).
+ *
+ * <p>A session is not meant to be shared between threads: use one per thread
+ * (calls are synchronized, so sharing is safe but serial). Close it to free its
+ * native memory; buffers obtained from it become invalid then.
+ *
+ * <p>Failures throw {@link MiniRtException} with minirt's status and message;
+ * arguments Java can check (sizes, indices, names, types) throw
+ * {@link IllegalArgumentException} first.
+ */
+public final class MiniRtSession implements AutoCloseable {
+    /** System property naming the native library file to load instead of {@code libminirt.so}. */
+    public static final String LIBRARY_PROPERTY = "ai.minibuild.minirt.library";
+
+    static {
+        String path = System.getProperty(LIBRARY_PROPERTY);
+        if (path != null && !path.isEmpty()) {
+            System.load(path);
+        } else {
+            System.loadLibrary("minirt");
+        }
+    }
+
+    private long handle;
+    private final ByteBuffer model; // kept alive: the runtime may read weights from it in place
+    private final List<TensorInfo> inputs;
+    private final List<TensorInfo> outputs;
+
+    private MiniRtSession(long handle, ByteBuffer model) {
+        this.handle = handle;
+        this.model = model;
+        try {
+            this.inputs = describe(false);
+            this.outputs = describe(true);
+        } catch (RuntimeException e) {
+            nativeDestroy(handle);
+            this.handle = 0;
+            throw e;
+        }
+    }
+
+    /** Loads a converted model ({@code .mrt}) from a file. */
+    public static MiniRtSession fromFile(String path) {
+        if (path == null) {
+            throw new IllegalArgumentException("path is null");
+        }
+        return new MiniRtSession(nativeCreateFromFile(path), null);
+    }
+
+    /** Loads a converted model ({@code .mrt}) from a file. */
+    public static MiniRtSession fromFile(File file) {
+        return fromFile(file.getPath());
+    }
+
+    /** Loads a model from its bytes; the session keeps its own copy. */
+    public static MiniRtSession fromBytes(byte[] model) {
+        if (model == null) {
+            throw new IllegalArgumentException("model is null");
+        }
+        return new MiniRtSession(nativeCreateFromArray(model, 0, model.length), null);
+    }
+
+    /**
+     * Loads a model from the buffer's remaining bytes. A direct buffer whose data
+     * is 64-byte aligned, such as a memory-mapped file ({@code FileChannel.map}, or an
+     * uncompressed asset), is used in place: weights are not copied, and the buffer
+     * must not be changed while the session is open. Other buffers are copied.
+     */
+    public static MiniRtSession fromByteBuffer(ByteBuffer model) {
+        if (model == null) {
+            throw new IllegalArgumentException("model is null");
+        }
+        if (model.isDirect()) {
+            return new MiniRtSession(nativeCreateFromDirect(model, model.position(), model.remaining()), model);
+        }
+        byte[] bytes;
+        int offset;
+        if (model.hasArray()) {
+            bytes = model.array();
+            offset = model.arrayOffset() + model.position();
+        } else {
+            bytes = new byte[model.remaining()];
+            model.duplicate().get(bytes);
+            offset = 0;
+        }
+        return new MiniRtSession(nativeCreateFromArray(bytes, offset, model.remaining()), null);
+    }
+
+    /** The runtime's version, "major.minor.patch". */
+    public static String version() {
+        return nativeVersion();
+    }
+
+    /** The hash of the model set (manifest) this library was built for. */
+    public static String manifestHash() {
+        return nativeManifestHash();
+    }
+
+    private List<TensorInfo> describe(boolean output) {
+        int n = nativeCount(handle, output);
+        List<TensorInfo> list = new ArrayList<TensorInfo>(n);
+        for (int i = 0; i < n; i++) {
+            long[] v = nativeInfo(handle, output, i);
+            long[] shape = new long[(int) v[2]];
+            System.arraycopy(v, 3, shape, 0, shape.length);
+            list.add(new TensorInfo(i, nativeName(handle, output, i), DataType.fromCode((int) v[0]), shape,
+                    (int) v[1]));
+        }
+        return Collections.unmodifiableList(list);
+    }
+
+    /** The model's inputs, in order. */
+    public List<TensorInfo> getInputs() {
+        return inputs;
+    }
+
+    /** The model's outputs, in order. */
+    public List<TensorInfo> getOutputs() {
+        return outputs;
+    }
+
+    /** Index of the input called {@code name}. */
+    public int getInputIndex(String name) {
+        return indexOf(inputs, name, "input");
+    }
+
+    /** Index of the output called {@code name}. */
+    public int getOutputIndex(String name) {
+        return indexOf(outputs, name, "output");
+    }
+
+    private static int indexOf(List<TensorInfo> list, String name, String what) {
+        for (TensorInfo t : list) {
+            if (t.getName().equals(name)) {
+                return t.getIndex();
+            }
+        }
+        List<String> names = new ArrayList<String>();
+        for (TensorInfo t : list) {
+            names.add(t.getName());
+        }
+        throw new IllegalArgumentException("the model has no " + what + " '" + name + "'; it has " + names);
+    }
+
+    private long live() {
+        if (handle == 0) {
+            throw new IllegalStateException("the session is closed");
+        }
+        return handle;
+    }
+
+    private static TensorInfo at(List<TensorInfo> list, int index, String what) {
+        if (index < 0 || index >= list.size()) {
+            throw new IndexOutOfBoundsException(what + " index " + index + " out of range: the model has "
+                    + list.size() + " " + what + "(s)");
+        }
+        return list.get(index);
+    }
+
+    private static void checkSize(TensorInfo t, long bytes, String what) {
+        if (bytes != t.getByteSize()) {
+            throw new IllegalArgumentException(what + " '" + t.getName() + "' (" + t + ") takes "
+                    + t.getByteSize() + " bytes, got " + bytes);
+        }
+    }
+
+    private static void checkType(TensorInfo t, DataType type, String what) {
+        if (t.getDataType() != type) {
+            throw new IllegalArgumentException(what + " '" + t.getName() + "' is " + t.getDataType()
+                    + ", not " + type);
+        }
+    }
+
+    // ------------------------------------------------------------------ inputs
+
+    /** Copies the buffer's remaining bytes (exactly the input's size) into input {@code index}. */
+    public synchronized void setInput(int index, ByteBuffer data) {
+        TensorInfo t = at(inputs, index, "input");
+        checkSize(t, data.remaining(), "input");
+        if (data.isDirect()) {
+            nativeSetInputDirect(live(), index, data, data.position(), data.remaining());
+        } else if (data.hasArray()) {
+            nativeSetInputArray(live(), index, data.array(), data.arrayOffset() + data.position(),
+                    data.remaining(), 1);
+        } else {
+            byte[] copy = new byte[data.remaining()];
+            data.duplicate().get(copy);
+            nativeSetInputArray(live(), index, copy, 0, copy.length, 1);
+        }
+    }
+
+    /** Sets a FLOAT32 input. */
+    public synchronized void setInput(int index, float[] data) {
+        TensorInfo t = at(inputs, index, "input");
+        checkType(t, DataType.FLOAT32, "input");
+        checkSize(t, 4L * data.length, "input");
+        nativeSetInputArray(live(), index, data, 0, 4 * data.length, 4);
+    }
+
+    /** Sets an INT32 input. */
+    public synchronized void setInput(int index, int[] data) {
+        TensorInfo t = at(inputs, index, "input");
+        checkType(t, DataType.INT32, "input");
+        checkSize(t, 4L * data.length, "input");
+        nativeSetInputArray(live(), index, data, 0, 4 * data.length, 4);
+    }
+
+    /** Sets an INT64 input. */
+    public synchronized void setInput(int index, long[] data) {
+        TensorInfo t = at(inputs, index, "input");
+        checkType(t, DataType.INT64, "input");
+        checkSize(t, 8L * data.length, "input");
+        nativeSetInputArray(live(), index, data, 0, 8 * data.length, 8);
+    }
+
+    /** Sets an input from its raw bytes (any element type, native byte order). */
+    public synchronized void setInput(int index, byte[] data) {
+        TensorInfo t = at(inputs, index, "input");
+        checkSize(t, data.length, "input");
+        nativeSetInputArray(live(), index, data, 0, data.length, 1);
+    }
+
+    public void setInput(String name, ByteBuffer data) {
+        setInput(getInputIndex(name), data);
+    }
+
+    public void setInput(String name, float[] data) {
+        setInput(getInputIndex(name), data);
+    }
+
+    /**
+     * The session's own memory for input {@code index}, as a direct buffer in native
+     * byte order: write the input here and call {@link #run()}, nothing is copied.
+     * Valid until the session is closed.
+     */
+    public synchronized ByteBuffer getInputBuffer(int index) {
+        at(inputs, index, "input");
+        return nativeInputBuffer(live(), index).order(ByteOrder.nativeOrder());
+    }
+
+    // ------------------------------------------------------------------ run
+
+    /** Runs the model on the current inputs. */
+    public synchronized void run() {
+        nativeRun(live());
+    }
+
+    /**
+     * Convenience for the common one-input, one-output FLOAT32 model: sets the input,
+     * runs, returns the output.
+     */
+    public synchronized float[] run(float[] input) {
+        if (inputs.size() != 1 || outputs.size() != 1) {
+            throw new IllegalStateException("run(float[]) needs a model with one input and one output; this one has "
+                    + inputs + " -> " + outputs + ": use setInput/run()/getOutput");
+        }
+        setInput(0, input);
+        run();
+        return getOutputFloats(0);
+    }
+
+    // ------------------------------------------------------------------ outputs
+
+    /** A new array with FLOAT32 output {@code index} (after {@link #run()}). */
+    public synchronized float[] getOutputFloats(int index) {
+        TensorInfo t = at(outputs, index, "output");
+        checkType(t, DataType.FLOAT32, "output");
+        float[] out = new float[t.getByteSize() / 4];
+        nativeGetOutputArray(live(), index, out, 0, t.getByteSize(), 4);
+        return out;
+    }
+
+    /** Copies FLOAT32 output {@code index} into {@code dst} (whose length must match). */
+    public synchronized void getOutput(int index, float[] dst) {
+        TensorInfo t = at(outputs, index, "output");
+        checkType(t, DataType.FLOAT32, "output");
+        checkSize(t, 4L * dst.length, "output");
+        nativeGetOutputArray(live(), index, dst, 0, t.getByteSize(), 4);
+    }
+
+    /** Copies output {@code index}'s bytes into {@code dst} at its position, which advances. */
+    public synchronized void getOutput(int index, ByteBuffer dst) {
+        TensorInfo t = at(outputs, index, "output");
+        if (dst.isReadOnly()) {
+            throw new IllegalArgumentException("the destination buffer is read-only");
+        }
+        if (dst.remaining() < t.getByteSize()) {
+            throw new IllegalArgumentException("output '" + t.getName() + "' needs " + t.getByteSize()
+                    + " bytes, the buffer has " + dst.remaining() + " remaining");
+        }
+        if (dst.isDirect()) {
+            nativeGetOutputDirect(live(), index, dst, dst.position(), t.getByteSize());
+        } else if (dst.hasArray()) {
+            nativeGetOutputArray(live(), index, dst.array(), dst.arrayOffset() + dst.position(), t.getByteSize(), 1);
+        } else {
+            byte[] copy = new byte[t.getByteSize()];
+            nativeGetOutputArray(live(), index, copy, 0, copy.length, 1);
+            dst.duplicate().put(copy);
+        }
+        dst.position(dst.position() + t.getByteSize());
+    }
+
+    /**
+     * Output {@code index} in place, read-only, native byte order: no copy. Valid until
+     * the next {@link #run()} or {@link #close()}.
+     */
+    public synchronized ByteBuffer getOutputBuffer(int index) {
+        at(outputs, index, "output");
+        return nativeOutputBuffer(live(), index).asReadOnlyBuffer().order(ByteOrder.nativeOrder());
+    }
+
+    /** Frees the session's native memory. Idempotent. */
+    @Override
+    public synchronized void close() {
+        if (handle != 0) {
+            nativeDestroy(handle);
+            handle = 0;
+        }
+    }
+
+    /** True once {@link #close()} ran. */
+    public synchronized boolean isClosed() {
+        return handle == 0;
+    }
+
+    // The JNI glue (packaging/android/jni/minirt_jni.c); proguard.txt keeps these names.
+    private static native long nativeCreateFromFile(String path);
+
+    private static native long nativeCreateFromArray(byte[] data, int offset, int length);
+
+    private static native long nativeCreateFromDirect(ByteBuffer data, int position, int length);
+
+    private static native void nativeDestroy(long handle);
+
+    private static native int nativeCount(long handle, boolean output);
+
+    private static native long[] nativeInfo(long handle, boolean output, int index);
+
+    private static native String nativeName(long handle, boolean output, int index);
+
+    private static native void nativeSetInputDirect(long handle, int index, ByteBuffer data, int position,
+            int length);
+
+    private static native void nativeSetInputArray(long handle, int index, Object array, int byteOffset,
+            int byteLength, int elementSize);
+
+    private static native ByteBuffer nativeInputBuffer(long handle, int index);
+
+    private static native void nativeRun(long handle);
+
+    private static native void nativeGetOutputDirect(long handle, int index, ByteBuffer data, int position,
+            int length);
+
+    private static native void nativeGetOutputArray(long handle, int index, Object array, int byteOffset,
+            int byteLength, int elementSize);
+
+    private static native ByteBuffer nativeOutputBuffer(long handle, int index);
+
+    private static native String nativeVersion();
+
+    private static native String nativeManifestHash();
+}

@@ -1,0 +1,41 @@
+/*
+ * Link-time stand-in for Android's libc.so (bionic). It only gives lld the names
+ * libminirt.so may import and a SONAME to record in DT_NEEDED; the bodies never
+ * run: on a device the dynamic linker binds these names to the real bionic.
+ * Every name here is exported by bionic's libc.so at API level 21.
+ *
+ * A link failing with "undefined symbol: X" means the runtime started using a new
+ * libc function: add it here (or to libm.c) after checking bionic exports it at
+ * API 21 (ndk: sysroot/usr/lib/<triple>/21/libc.so), never a bionic-private one.
+ */
+#define STUB(name) void name(void) {}
+
+/* memory */
+STUB(malloc)
+STUB(calloc)
+STUB(realloc)
+STUB(free)
+STUB(posix_memalign)
+STUB(memcpy)
+STUB(memmove)
+STUB(memset)
+STUB(memcmp)
+STUB(abort)
+
+/* strings */
+STUB(strlen)
+STUB(strcmp)
+STUB(strncmp)
+STUB(strchr)
+
+/* formatted messages, model files */
+STUB(snprintf)
+STUB(vsnprintf)
+STUB(fopen)
+STUB(fread)
+STUB(fclose)
+STUB(ferror)
+
+/* the compiler's helpers that bionic exports */
+STUB(__errno)
+STUB(__stack_chk_fail)

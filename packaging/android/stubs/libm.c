@@ -1,0 +1,38 @@
+/*
+ * Link-time stand-in for Android's libm.so: names only, see libc.c. Every name
+ * here is exported by bionic's libm.so at API level 21.
+ */
+#define STUB(name) void name(void) {}
+
+STUB(expf)
+STUB(logf)
+STUB(sqrtf)
+STUB(powf)
+STUB(tanhf)
+STUB(floorf)
+STUB(ceilf)
+STUB(fabsf)
+STUB(roundf)
+STUB(truncf)
+STUB(nearbyintf)
+STUB(rintf)
+STUB(fmaxf)
+STUB(fminf)
+STUB(fmodf)
+STUB(erff)
+STUB(sinf)
+STUB(cosf)
+STUB(tanf)
+STUB(atanf)
+STUB(asinf)
+STUB(acosf)
+STUB(sinhf)
+STUB(coshf)
+STUB(log1pf)
+STUB(expm1f)
+STUB(exp)
+STUB(log)
+STUB(sqrt)
+STUB(pow)
+STUB(floor)
+STUB(ceil)

@@ -1,0 +1,194 @@
+"""Focused checks of the float32 GEMM-based kernels (Gemm, FusedGemm, MatMul, Conv,
+FusedConv) against onnxruntime, beyond the ONNX conformance node tests: sizes that
+are not multiples of the micro-kernel tile or of the k block, transposes, every
+broadcast shape of Gemm's C, constant (packed at prepare) and runtime weights,
+grouped / depthwise / dilated / strided / padded / auto_pad convolutions in 1-D,
+2-D and 3-D, and Relu / Clip fused by the optimiser. Each case is a small model
+run through the whole pipeline (optimise, convert, minirt)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+ort = pytest.importorskip("onnxruntime")
+testing = pytest.importorskip("minibuild.testing")
+
+RNG = np.random.default_rng(4321)
+TOL = dict(rtol=1e-4, atol=1e-4)
+
+
+def randn(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def model_of(nodes, feeds, consts, opset=17):
+    graph = helper.make_graph(
+        nodes, "t",
+        [helper.make_tensor_value_info(k, TensorProto.FLOAT, v.shape) for k, v in feeds.items()],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def with_activation(op, inputs, activation, **attrs):
+    """`op` writing y, or `op` followed by Relu / Clip (which the optimiser fuses
+    into FusedConv / FusedGemm)."""
+    if activation is None:
+        return [helper.make_node(op, inputs, ["y"], **attrs)], {}
+    main = helper.make_node(op, inputs, ["t"], **attrs)
+    if activation == "Relu":
+        return [main, helper.make_node("Relu", ["t"], ["y"])], {}
+    lo, hi = activation
+    return [main, helper.make_node("Clip", ["t", "clip_lo", "clip_hi"], ["y"])], {
+        "clip_lo": np.float32(lo), "clip_hi": np.float32(hi)}
+
+
+def check(model, feeds, tol=TOL):
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = testing.run_with_minirt(model, feeds)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, **tol)
+
+
+# --- Gemm ------------------------------------------------------------------------------
+
+GEMM_SIZES = [(1, 1, 1), (1, 1000, 300), (5, 7, 3), (6, 16, 256), (7, 17, 257), (13, 33, 600), (130, 70, 30)]
+
+
+@pytest.mark.parametrize("m,n,k", GEMM_SIZES)
+@pytest.mark.parametrize("trans_a,trans_b", [(0, 0), (0, 1), (1, 0), (1, 1)])
+@pytest.mark.parametrize("b_const", [True, False])
+def test_gemm_sizes_transposes(m, n, k, trans_a, trans_b, b_const):
+    a = randn(k, m) if trans_a else randn(m, k)
+    b = randn(n, k) if trans_b else randn(k, n)
+    c = randn(n)
+    feeds = {"a": a} if b_const else {"a": a, "b": b}
+    consts = {"c": c, **({"b": b} if b_const else {})}
+    nodes = [helper.make_node("Gemm", ["a", "b", "c"], ["y"], transA=trans_a, transB=trans_b, alpha=0.75)]
+    check(model_of(nodes, feeds, consts), feeds)
+
+
+@pytest.mark.parametrize("c_shape", [None, (), (1,), (9,), (1, 9), (5, 1), (5, 9), (1, 1)])
+@pytest.mark.parametrize("beta", [1.0, 0.5])
+@pytest.mark.parametrize("c_const", [True, False])
+def test_gemm_c_broadcast(c_shape, beta, c_const):
+    a, b = randn(5, 11), randn(11, 9)
+    feeds, consts, inputs = {"a": a}, {"b": b}, ["a", "b"]
+    if c_shape is not None:
+        (consts if c_const else feeds)["c"] = randn(*c_shape)
+        inputs.append("c")
+    nodes = [helper.make_node("Gemm", inputs, ["y"], beta=beta, alpha=1.5)]
+    check(model_of(nodes, feeds, consts), feeds)
+
+
+@pytest.mark.parametrize("activation", ["Relu", (-0.5, 0.75), (0.0, 6.0)])
+@pytest.mark.parametrize("m,n,k", [(1, 40, 64), (9, 21, 40), (33, 70, 300)])
+def test_fused_gemm(activation, m, n, k):
+    feeds = {"a": randn(m, k)}
+    nodes, extra = with_activation("Gemm", ["a", "b", "c"], activation, transB=1)
+    check(model_of(nodes, feeds, {"b": randn(n, k), "c": randn(n), **extra}), feeds)
+
+
+# --- MatMul ----------------------------------------------------------------------------
+
+MATMUL_SHAPES = [
+    ((3,), (3,)),                 # 1-D x 1-D -> scalar
+    ((4,), (4, 5)),               # 1-D A
+    ((2, 3, 4), (4,)),            # 1-D B
+    ((5, 7), (7, 9)),
+    ((2, 3, 5, 7), (7, 9)),       # batched A, one B: folds into one tall GEMM
+    ((2, 1, 5, 7), (3, 7, 9)),    # both broadcast
+    ((1, 5, 7), (4, 7, 9)),
+    ((4, 5, 7), (1, 7, 9)),
+    ((3, 50, 70), (3, 70, 33)),
+    ((2, 3), (5, 3, 4)),
+    ((6, 1, 2, 3), (5, 3, 4)),
+    ((1, 300), (300, 17)),
+]
+
+
+@pytest.mark.parametrize("a_shape,b_shape", MATMUL_SHAPES)
+@pytest.mark.parametrize("b_const", [True, False])
+def test_matmul(a_shape, b_shape, b_const):
+    a, b = randn(*a_shape), randn(*b_shape)
+    feeds = {"a": a} if b_const else {"a": a, "b": b}
+    nodes = [helper.make_node("MatMul", ["a", "b"], ["y"])]
+    check(model_of(nodes, feeds, {"b": b} if b_const else {}), feeds)
+
+
+# --- Conv ------------------------------------------------------------------------------
+
+CONV_CASES = [
+    # (x shape, w shape, attributes)
+    ((1, 3, 10, 12), (5, 3, 3, 3), dict(pads=[1, 1, 1, 1])),
+    ((2, 4, 9, 7), (6, 2, 3, 3), dict(group=2, strides=[2, 2])),                   # grouped, strided
+    ((1, 16, 13, 17), (16, 1, 3, 3), dict(group=16, pads=[1, 1, 1, 1])),           # depthwise 3x3
+    ((1, 24, 16, 16), (24, 1, 3, 3), dict(group=24, pads=[1, 1, 1, 1], strides=[2, 2])),
+    ((1, 8, 11, 40), (8, 1, 5, 5), dict(group=8, pads=[2, 1, 0, 2])),              # depthwise 5x5, asym pads
+    ((1, 8, 12, 12), (8, 1, 3, 3), dict(group=8, pads=[2, 2, 2, 2], dilations=[2, 2])),
+    ((1, 6, 5, 5), (6, 1, 7, 7), dict(group=6, pads=[3, 3, 3, 3])),                # kernel wider than input
+    ((1, 6, 8, 8), (12, 1, 3, 3), dict(group=6, pads=[1, 1, 1, 1])),               # depth multiplier 2
+    ((1, 64, 9, 9), (70, 64, 1, 1), {}),                                          # pointwise -> GEMM
+    ((1, 300, 7, 7), (129, 300, 1, 1), {}),                                       # pointwise, k > k block
+    ((1, 8, 15, 15), (8, 8, 1, 1), dict(strides=[2, 2])),                         # strided 1x1 -> im2col
+    ((1, 8, 6, 6), (4, 2, 1, 1), dict(group=4)),                                  # grouped pointwise
+    ((1, 3, 33, 35), (16, 3, 7, 7), dict(pads=[3, 3, 3, 3], strides=[2, 2])),     # stem-like
+    ((1, 5, 10, 11), (7, 5, 3, 2), dict(dilations=[2, 3], pads=[1, 0, 2, 3])),
+    ((1, 4, 9, 9), (6, 4, 3, 3), dict(auto_pad="SAME_UPPER", strides=[2, 2])),
+    ((1, 4, 10, 9), (6, 4, 4, 4), dict(auto_pad="SAME_LOWER", strides=[3, 2])),
+    ((1, 4, 10, 9), (6, 4, 4, 2), dict(auto_pad="SAME_UPPER")),
+    ((1, 4, 10, 9), (6, 4, 3, 3), dict(auto_pad="VALID", strides=[2, 1])),
+    ((1, 4, 6, 6), (4, 4, 3, 3), dict(kernel_shape=[3, 3])),
+    ((2, 6, 19), (4, 3, 3), dict(group=2, pads=[1, 2], dilations=[2])),          # 1-D
+    ((1, 3, 50), (8, 3, 5), dict(strides=[3], auto_pad="SAME_UPPER")),          # 1-D
+    ((1, 8, 40), (8, 1, 3), dict(group=8, pads=[1, 1])),                        # 1-D depthwise
+    ((1, 3, 5, 6, 7), (4, 3, 3, 3, 3), dict(pads=[1, 1, 1, 1, 1, 1])),         # 3-D
+    ((2, 4, 4, 5, 6), (6, 2, 2, 3, 1), dict(group=2, strides=[2, 1, 2], dilations=[1, 2, 1])),
+    ((1, 4, 3, 6, 7), (4, 1, 1, 3, 3), dict(group=4, pads=[0, 1, 1, 0, 1, 1])),  # 3-D depthwise-shaped
+]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,attrs", CONV_CASES)
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv(x_shape, w_shape, attrs, bias):
+    feeds = {"x": randn(*x_shape)}
+    consts = {"w": randn(*w_shape)}
+    inputs = ["x", "w"]
+    if bias:
+        consts["b"] = randn(w_shape[0])
+        inputs.append("b")
+    check(model_of([helper.make_node("Conv", inputs, ["y"], **attrs)], feeds, consts), feeds)
+
+
+@pytest.mark.parametrize("x_shape,w_shape,attrs", [CONV_CASES[i] for i in (0, 1, 2, 8, 13, 19, 22)])
+def test_conv_runtime_weights(x_shape, w_shape, attrs):
+    """W as a model input: nothing can be packed at prepare."""
+    feeds = {"x": randn(*x_shape), "w": randn(*w_shape)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], **attrs)]
+    check(model_of(nodes, feeds, {"b": randn(w_shape[0])}), feeds)
+
+
+@pytest.mark.parametrize("activation", ["Relu", (-0.25, 0.5), (0.0, 6.0)])
+@pytest.mark.parametrize("x_shape,w_shape,attrs", [CONV_CASES[i] for i in (0, 2, 8, 14, 19, 22)])
+def test_fused_conv(activation, x_shape, w_shape, attrs):
+    feeds = {"x": randn(*x_shape)}
+    nodes, extra = with_activation("Conv", ["x", "w", "b"], activation, **attrs)
+    consts = {"w": randn(*w_shape), "b": randn(w_shape[0]), **extra}
+    check(model_of(nodes, feeds, consts), feeds)
+
+
+def test_conv_resnet_block_shapes():
+    """A 3x3 and a 1x1 conv at ResNet sizes: many full tiles, several k blocks."""
+    feeds = {"x": randn(1, 64, 28, 28)}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["t"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["t"], ["u"]),
+             helper.make_node("Conv", ["u", "w2", "b2"], ["y"])]
+    consts = {"w1": randn(64, 64, 3, 3) * 0.1, "b1": randn(64), "w2": randn(256, 64, 1, 1) * 0.1, "b2": randn(256)}
+    check(model_of(nodes, feeds, consts), feeds)

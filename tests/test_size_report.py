@@ -1,0 +1,219 @@
+"""The size report as a release engineer uses it: a real build's attribution adds
+up to the stripped library, the JSON validates, the history/budget/diff/estimate
+commands work, and the HTML page renders in headless Chromium."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from minibuild import cli, toolchain
+from minibuild.pipeline import Options, run_build
+from minibuild.report import budget as budget_mod, diff, estimate, history
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA = ROOT / "docs" / "size_report.schema.json"
+ARTIFACTS = ROOT / "test-artifacts"
+ABI = toolchain.host_abi()
+TARGET = f"linux-{ABI}"
+
+
+def _model(extra_tail: bool) -> onnx.ModelProto:
+    """Conv -> Relu -> MaxPool -> Flatten -> Gemm (-> Exp -> Softmax when extra_tail)."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    b = numpy_helper.from_array(np.zeros(4, np.float32), "b")
+    gw = numpy_helper.from_array(rng.standard_normal((10, 64)).astype(np.float32), "gw")
+    gb = numpy_helper.from_array(np.zeros(10, np.float32), "gb")
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv0", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu0"),
+        helper.make_node("MaxPool", ["r"], ["p"], name="pool0", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Flatten", ["p"], ["f"], name="flat0"),
+        helper.make_node("Gemm", ["f", "gw", "gb"], ["y" if not extra_tail else "g"], name="fc0", transB=1),
+    ]
+    if extra_tail:
+        nodes += [helper.make_node("Exp", ["g"], ["s"], name="exp0"),
+                  helper.make_node("Softmax", ["s"], ["y"], name="softmax0")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], [w, b, gw, gb])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    d = tmp_path_factory.mktemp("size")
+    (d / "small").mkdir()
+    onnx.save(_model(False), str(d / "small" / "net.onnx"))
+    (d / "big").mkdir()
+    onnx.save(_model(True), str(d / "big" / "net.onnx"))
+    return d
+
+
+@pytest.fixture(scope="module")
+def first(work):
+    """A build of the small model; its history is shared with `second`."""
+    opts = Options(models=work / "small", out=work / "out1", abis=[ABI], size_history=work / "hist.sqlite")
+    result = run_build(opts)
+    return result, json.loads((work / "out1" / "size_report.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def second(work, first):
+    """The bigger model, same history, a budget below its size: exits 3 after writing."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = cli.main(["--models", str(work / "big"), "--out", str(work / "out2"), "--abi", ABI,
+                         "--size-history", str(work / "hist.sqlite"), "--size-budget", "1000"])
+    return code, json.loads((work / "out2" / "size_report.json").read_text()), err.getvalue()
+
+
+def test_report_validates_against_schema(first):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(SCHEMA.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.validate(first[1], schema)
+
+
+def test_parts_add_up_to_the_stripped_library(first, work):
+    result, doc = first
+    (tb,) = result.targets
+    (a,) = doc["artifacts"]
+    assert a["name"] == TARGET and a["format"] == "elf"
+    assert a["method"] == "link-map", a["notes"]
+    size = tb.library.stat().st_size
+    parts = sum(a["totals"].values())
+    assert a["file_size"] == size == parts == a["check"]["sum"]
+    assert sum(c["bytes"] for c in a["components"]) + sum(o["bytes"] for o in a["overhead"]) \
+        + sum(u["bytes"] for u in a["unattributed"]) == size
+    assert a["totals"]["unattributed"] == 0, a["unattributed"]
+    # every section's owners add up to its bytes
+    for s in a["sections"]:
+        if s["file_size"] and s["kind"] in ("code", "rodata", "data"):
+            assert sum(s["owners"].values()) == s["file_size"], s["name"]
+    # named overhead the release engineer expects to see
+    names = {o["name"] for o in a["overhead"]}
+    assert {"ELF header", ".dynsym", ".dynstr", "section header table"} <= names
+    print(f"\n{TARGET}: {size} bytes; top components:")
+    for c in a["components"][:6]:
+        print(f"  {c['bytes']:>7}  {c['kind']:8} {c['name']}")
+
+
+def test_every_kernel_is_attributed_with_its_symbols_and_provenance(first):
+    result, doc = first
+    (a,) = doc["artifacts"]
+    kernels = {(c["op"], c["dtype"]): c for c in a["components"] if c["kind"] == "kernel"}
+    wanted = {(f"{d}.{op}", dt) for d, op, dt in result.scan.manifest.kernels()}
+    assert set(kernels) == wanted
+    assert all(c["bytes"] > 0 for c in kernels.values())
+    pool = kernels[("ai.onnx.MaxPool", "float32")]
+    assert any("pool" in i["name"].lower() for i in pool["top_items"]), pool["top_items"]
+    runtime = [c for c in a["components"] if c["kind"] == "runtime"]
+    assert {c["name"] for c in runtime} >= {"runtime/session", "runtime/model"}
+    ops = {o["op"]: o for o in doc["operators"]}
+    assert {"model": "net", "node": "pool0"} in ops["ai.onnx.MaxPool"]["used_by"]
+    assert ops["ai.onnx.Gemm"]["artifacts"][TARGET]["support_bytes"] > 0  # the GEMM support unit
+
+
+def test_markdown_and_html_are_written(first, work):
+    md = (work / "out1" / "size_report.md").read_text()
+    assert f"`{TARGET}`" in md and "| operator |" in md and "MaxPool" in md
+    page = (work / "out1" / "size_report.html").read_text()
+    assert page.count("<svg") >= 4
+    for bad in ("<script src", "<link ", "@import", "https://cdn", "src=\"http"):
+        assert bad not in page
+
+
+def test_history_budget_and_growers(second, work, capsys):
+    code, doc, err = second
+    print(err)
+    assert code == budget_mod.SizeBudgetError.exit_code == 3
+    assert (work / "out2" / "size_report.html").is_file()  # written before failing
+    assert doc["budget"]["exceeded"] and doc["baseline"]["source"].startswith("history build")
+    assert "size budget exceeded" in err and "biggest growers" in err
+    assert "Softmax float32" in err or "Exp float32" in err
+    rows = history.rows(work / "hist.sqlite")
+    assert [r["artifact"] for r in rows] == [TARGET, TARGET]
+    assert rows[1]["file_size"] > rows[0]["file_size"]
+    capsys.readouterr()
+    assert cli.main(["size", "history", "--size-history", str(work / "hist.sqlite")]) == 0
+    out = capsys.readouterr().out
+    assert out.count(TARGET) == 2 and f"+{rows[1]['file_size'] - rows[0]['file_size']}" in out
+
+
+def test_budget_file_limits(tmp_path, first):
+    _, doc = first
+    size = doc["artifacts"][0]["file_size"]
+    f = tmp_path / "budget.yaml"
+    f.write_text(f"total: {size * 2}\nartifacts:\n  {TARGET}: {size - 1}\nplatforms:\n  linux: {size * 3}\n")
+    results = budget_mod.check(budget_mod.parse(str(f)), doc)
+    assert [r["exceeded"] for r in results] == [False, True, False]
+    f.write_text("total: lots\n")
+    with pytest.raises(budget_mod.BudgetSpecError):
+        budget_mod.parse(str(f))
+
+
+def test_diff_shows_growth_sorted_by_absolute_change(first, second, work, capsys):
+    capsys.readouterr()
+    assert cli.main(["size", "diff", str(work / "out1" / "size_report.json"),
+                     str(work / "out2" / "size_report.json")]) == 0
+    out = capsys.readouterr().out
+    print(out)
+    assert "[op] Softmax float32" in out and "[section] .text" in out
+    rows = diff.compare(first[1], second[1])
+    body = [r for r in rows if r.artifact == TARGET and r.what != "total" and r.delta]
+    listed = [line for line in out.splitlines()[2:] if line.strip() and not line.startswith(TARGET)]
+    deltas = [abs(int(line.split()[0])) for line in listed]
+    assert deltas == sorted(deltas, reverse=True) and len(deltas) == len(body)
+
+
+def test_estimate_is_within_25_percent_of_the_real_build(first):
+    result, doc = first
+    table = estimate.load_table()
+    if TARGET not in table["targets"]:
+        pytest.skip(f"kernel_sizes.json has no {TARGET}; run `minibuild size calibrate`")
+    est = estimate.estimate(result.scan.manifest, result.scan.registry, TARGET, table)
+    actual = doc["artifacts"][0]["file_size"]
+    err = (est["bytes"] - actual) / actual
+    print(f"\nestimate {est['bytes']} vs built {actual}: error {100 * err:+.1f}%  parts {est['parts']}")
+    assert not est["unknown"]
+    assert abs(err) < 0.25
+
+
+def test_html_renders_in_headless_chromium(first, work):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        pytest.skip("chromium is not installed here (CI installs it: .ci/setup-report.sh)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (.ci/setup-report.sh)")
+    page_path = work / "out1" / "size_report.html"
+    errors, requests = [], []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("request", lambda r: requests.append(r.url))
+            page.goto(page_path.as_uri())
+            page.wait_for_load_state("load")
+            boxes = page.eval_on_selector_all("svg", "els => els.map(e => {const r = e.getBoundingClientRect();"
+                                              " return [r.width, r.height, e.querySelectorAll('rect,polyline,circle').length]})")
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "size_report.png"), full_page=True)
+        finally:
+            browser.close()
+    assert not errors, errors
+    assert [u for u in requests if not u.startswith("file:")] == []
+    assert len(boxes) >= 4
+    assert all(w > 0 and h > 0 and n > 0 for w, h, n in boxes), boxes
+    assert (ARTIFACTS / "size_report.png").stat().st_size > 10_000
