@@ -41,10 +41,11 @@ uint32_t mrt_attr_floats(const mrt_node *node, const char *name, const float **v
 int mrt_attr_string_is(const mrt_node *node, const char *name, const char *dflt, const char *s) {
   const mrt_attr *a = mrt_node_attr(node, name);
   if (!a || a->type != MRT_ATTR_STRING) return str_eq(dflt, s);
+  /* The stored value is not NUL-terminated: stop at whichever string ends first. */
   const char *v = (const char *)a->data;
   uint32_t i = 0;
-  for (; i < a->count; i++) {
+  for (; i < a->count && s[i]; i++) {
     if (s[i] != v[i]) return 0;
   }
-  return s[i] == 0;
+  return i == a->count && s[i] == 0;
 }

@@ -79,8 +79,12 @@ _ABIS = {
     "x86_64": ("x86_64-linux-android", "x86_64", ("-mcpu=x86_64_v2",)),
 }
 
+# zig keeps frame pointers at -O2 on 32-bit ARM and x86: a register the micro-kernels
+# want, and bytes. Unwinding (crash reports) uses .eh_frame/.ARM.exidx, not frame chains.
+_COMMON = ("-fomit-frame-pointer",)
+
 TARGETS = {
-    abi: Target("android", abi, f"{triple}.{API_LEVEL}", arch_cflags=(*isa, *_musl_headers(arch)),
+    abi: Target("android", abi, f"{triple}.{API_LEVEL}", arch_cflags=(*isa, *_COMMON, *_musl_headers(arch)),
                 link="android-lld", extra={"arch": arch, "isa": isa})
     for abi, (triple, arch, isa) in _ABIS.items()
 }
@@ -158,17 +162,24 @@ def version_script() -> str:
     return "{\n  global:\n" + "".join(f"    {s};\n" for s in names) + "  local:\n    *;\n};\n"
 
 
-def _compiler_rt_step(target: Target) -> dict:
-    """zig's compiler_rt as a static archive for the target (hidden, weak symbols:
-    they stay inside libminirt.so). ARM mode, not Thumb: its inline assembly is
-    written for ARM; interworking calls make that invisible."""
+def _compiler_rt_steps(target: Target, tdir: Path) -> list[dict]:
+    """zig's compiler_rt for the target (the `__aeabi_*` / `__udivdi3` helpers bionic
+    does not promise; hidden, so they stay inside libminirt.so), with its copies of
+    libc/libm functions turned back into references to bionic (tools/rt_unbind.py).
+    ARM mode, not Thumb: its inline assembly is written for ARM; interworking calls
+    make that invisible."""
     import ziglang
     src = Path(ziglang.__file__).resolve().parent / "lib" / "compiler_rt.zig"
     cpu = ["-mcpu=generic+v7a"] if target.extra["arch"] == "arm" else \
         [f for f in target.extra["isa"] if f.startswith("-mcpu=")]
-    cmd = [*ZIG, "build-lib", "-target", target.triple, *cpu, "-OReleaseSmall", "-fPIC", "-fstrip",
-           "-ffunction-sections", "--name", "compiler_rt", str(src), "-femit-bin=$TARGET"]
-    return {"output": "rt/libcompiler_rt.a", "command": cmd, "verb": "RT"}
+    build = [*ZIG, "build-obj", "-target", target.triple, *cpu, "-OReleaseSmall", "-fPIC", "-fstrip",
+             "-ffunction-sections", "-fdata-sections", "--name", "compiler_rt", str(src), "-femit-bin=$TARGET"]
+    tool = _android_dir("tools", "rt_unbind.py")
+    stubs = [str(_android_dir("stubs", f"lib{lib}.c")) for lib in STUB_LIBS]
+    raw = str(tdir / "rt" / "compiler_rt.zig.o")
+    return [{"output": "rt/compiler_rt.zig.o", "command": build, "verb": "RT"},
+            {"output": "rt/compiler_rt.o", "verb": "RT", "inputs": [str(tool), *stubs, raw],
+             "command": [sys.executable, str(tool), raw, "$TARGET", *stubs]}]
 
 
 def _stub_steps(target: Target, tdir: Path) -> list[dict]:
@@ -199,23 +210,24 @@ def link_steps(target: Target, tdir: Path) -> list[dict]:
                f"-Wl,--version-script={vs}", "-Wl,--gc-sections", "-Wl,--as-needed", "-Wl,-soname,libminirt.so",
                "-Wl,-z,noexecstack", "-s"]
         return [{"output": "lib/libminirt.so", "command": cmd, "verb": "LINK", "inputs": [str(vs)]}]
-    rt = _compiler_rt_step(target)
+    rt = _compiler_rt_steps(target, tdir)
+    rt_obj = str(tdir / rt[-1]["output"])
     stubs = _stub_steps(target, tdir)
     stub_libs = [str(tdir / s["output"]) for s in stubs if s["output"].endswith(".so")]
-    # The stubs before compiler_rt: memcpy/memset must bind to bionic's (tuned) ones,
-    # not to compiler_rt's portable copies; compiler_rt then serves only what libc lacks.
+    # compiler_rt (an object, unbound from libc names: see _compiler_rt_steps) serves only
+    # what bionic lacks; --gc-sections drops the rest of it.
     cmd = [*ZIG, "ld.lld", "-shared", "--soname", target.library, "-o", "$TARGET", "$SOURCES",
-           "--as-needed", *stub_libs, str(tdir / rt["output"]),
+           "--as-needed", *stub_libs, rt_obj,
            "-z", f"max-page-size={PAGE_SIZE}", "--build-id=sha1", "--gc-sections", "--icf=safe",
            f"--version-script={vs}", "-z", "noexecstack", "-z", "now", "-z", "relro", "--hash-style=both",
            # Every symbol must resolve now (against the stubs): a missing one would
            # otherwise surface as a dlopen failure on a device.
            "-z", "defs", "--no-undefined-version", "--warn-shared-textrel", "--fatal-warnings"]
-    inputs = [str(vs), str(tdir / rt["output"]), *stub_libs]
+    inputs = [str(vs), rt_obj, *stub_libs]
     # build.plan_target reads the first step as the unstripped library and the last as
     # the deliverable; the helper steps in between run first anyway (`inputs`).
     return [{"output": f"lib/{target.library}.debug", "command": cmd, "verb": "LINK", "inputs": inputs},
-            rt, *stubs,
+            *rt, *stubs,
             {"output": f"lib/{target.library}", "command": cmd + ["--strip-all"], "verb": "LINK", "inputs": inputs}]
 
 
@@ -320,22 +332,27 @@ def _json(obj) -> bytes:
 
 
 def aar_entries(libraries: dict[str, bytes], classes_jar: bytes, header: bytes, name: str, package: str,
-                prefab_version: str) -> dict[str, bytes]:
-    """Everything inside the AAR. `libraries`: ABI -> stripped libminirt.so."""
+                prefab_version: str, prefab: bool = True) -> dict[str, bytes]:
+    """Everything inside the AAR. `libraries`: ABI -> stripped libminirt.so. jni/ serves
+    Java/Kotlin apps (AGP packages it into the APK), prefab/ serves CMake/ndk-build
+    (link time); each needs its own copy, so `prefab=False` halves the AAR."""
     e = {
         "AndroidManifest.xml": manifest_xml(package).encode(),
         "classes.jar": classes_jar,
         "R.txt": b"",
         "proguard.txt": PROGUARD.encode(),
         "META-INF/com/android/build/gradle/aar-metadata.properties": AAR_METADATA.encode(),
-        # Prefab (AGP `buildFeatures { prefab true }`): find_package(<name>) -> <name>::minirt.
-        "prefab/prefab.json": _json({"schema_version": 2, "name": name, "version": prefab_version,
-                                     "dependencies": []}),
-        "prefab/modules/minirt/module.json": _json({"export_libraries": [], "android": {}}),
-        "prefab/modules/minirt/include/minirt.h": header,
     }
     for abi, so in sorted(libraries.items()):
         e[f"jni/{abi}/libminirt.so"] = so
+    if not prefab:
+        return e
+    # Prefab (AGP `buildFeatures { prefab true }`): find_package(<name>) -> <name>::minirt.
+    e["prefab/prefab.json"] = _json({"schema_version": 2, "name": name, "version": prefab_version,
+                                     "dependencies": []})
+    e["prefab/modules/minirt/module.json"] = _json({"export_libraries": [], "android": {}})
+    e["prefab/modules/minirt/include/minirt.h"] = header
+    for abi, so in sorted(libraries.items()):
         d = f"prefab/modules/minirt/libs/android.{abi}"
         # "ndk": the NDK major version the library is compatible with; it is built
         # against API-21 bionic (no NDK), which every NDK since r21 targets.
@@ -357,7 +374,8 @@ def package(ctx) -> list[Path]:
     libraries = {tb.target.abi: Path(tb.library).read_bytes() for tb in builds}
     classes = compile_java(ctx.out / "build" / "android-java")
     header = resources.path("kernels_src", "include", "minirt.h").read_bytes()
-    data = deterministic_zip(aar_entries(libraries, classes, header, name, package_name, prefab_version))
+    data = deterministic_zip(aar_entries(libraries, classes, header, name, package_name, prefab_version,
+                                         prefab=getattr(opts, "android_prefab", True)))
     aar = write_if_changed(dist / f"{name}-{version}.aar", data)
     files = [aar]
     for _, path in sorted(ctx.model_files.items()):

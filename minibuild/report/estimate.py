@@ -14,7 +14,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from .. import __version__, build as build_mod, manifest as manifest_mod, platforms, registry as registry_mod, resources
+from .. import __version__, build as build_mod, manifest as manifest_mod, platforms, registry as registry_mod
 from . import attribution
 
 TABLE = Path(__file__).resolve().parent.parent / "data" / "kernel_sizes.json"

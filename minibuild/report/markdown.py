@@ -22,7 +22,7 @@ def _delta(new: int, old: int | None) -> str:
 def render(doc: dict, top: int = 10) -> str:
     base = doc.get("baseline")
     base_sizes = {a["name"]: a["file_size"] for a in base["artifacts"]} if base else {}
-    out = [f"## minirt size report",
+    out = ["## minirt size report",
            "",
            f"manifest `{doc['manifest_hash'][:12]}`" + (f" · models commit `{doc['models_commit'][:10]}`" if doc.get("models_commit") else "")
            + f" · {len(doc['models'])} model(s)"
@@ -40,7 +40,7 @@ def render(doc: dict, top: int = 10) -> str:
     out.append("")
     if doc["artifacts"]:
         names = [a["name"] for a in doc["artifacts"]]
-        out.append(f"### Top operators (own kernel bytes; support units they require in brackets)")
+        out.append("### Top operators (own kernel bytes; support units they require in brackets)")
         out.append("")
         out.append("| operator | types | " + " | ".join(f"`{n}`" for n in names) + " | used by |")
         out.append("|---|---|" + "---:|" * len(names) + "---|")
