@@ -3,9 +3,24 @@ the Java API on the host JVM. One build per module (module-scoped fixtures)."""
 
 from __future__ import annotations
 
+import io
+import json
+import re
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
+
+from minibuild import build, pipeline, resources, toolchain
+from minibuild.platforms import android
+
+pytest.importorskip("elftools")
+from elftools.elf.elffile import ELFFile  # noqa: E402
 
 
 def _conv(nodes, inits, x, cin, cout, k, stride=1, group=1, relu6=True, name=""):
@@ -48,3 +63,403 @@ def mobilenet_like(size: int = 32, classes: int = 10) -> onnx.ModelProto:
     model.ir_version = 8
     onnx.checker.check_model(model)
     return model
+
+
+def misc_model() -> onnx.ModelProto:
+    """More kernels for the qemu check: Relu, MaxPool, Sigmoid, Tanh, Mul, AveragePool,
+    Reshape, MatMul, Softmax, Transpose, Concat."""
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array((rng.standard_normal((8, 8, 3, 3)) * 0.2).astype(np.float32), "w"),
+             numpy_helper.from_array((rng.standard_normal(8) * 0.1).astype(np.float32), "b"),
+             numpy_helper.from_array(np.array([1, 72], np.int64), "shape"),
+             numpy_helper.from_array((rng.standard_normal((72, 20)) * 0.2).astype(np.float32), "m")]
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Sigmoid", ["p"], ["s"]),
+        helper.make_node("Tanh", ["p"], ["t"]),
+        helper.make_node("Mul", ["s", "t"], ["st"]),
+        helper.make_node("AveragePool", ["st"], ["a"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Reshape", ["a", "shape"], ["flat"]),
+        helper.make_node("MatMul", ["flat", "m"], ["mm"]),
+        helper.make_node("Softmax", ["mm"], ["probs"], axis=-1),
+        helper.make_node("Transpose", ["p"], ["pt"], perm=[0, 2, 3, 1]),
+        helper.make_node("Concat", ["pt", "pt"], ["cat"], axis=3),
+    ]
+    graph = helper.make_graph(nodes, "misc", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 12, 12])],
+                              [helper.make_tensor_value_info("probs", TensorProto.FLOAT, [1, 20]),
+                               helper.make_tensor_value_info("cat", TensorProto.FLOAT, [1, 6, 6, 16])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+
+# --------------------------------------------------------------------------- fixtures
+
+NAME, PACKAGE, VERSION = "mnv2rt", "com.example.mnv2", "2.1.0"
+
+
+@pytest.fixture(scope="module")
+def android_build(tmp_path_factory):
+    """`minibuild --platform android` on a MobileNetV2-op-set model, all four ABIs."""
+    root = tmp_path_factory.mktemp("android")
+    models = root / "models"
+    models.mkdir()
+    onnx.save(mobilenet_like(), models / "mnv2.onnx")
+    opts = pipeline.Options(models=models, out=root / "out", platforms=["android"], android_name=NAME,
+                            android_package=PACKAGE, package_version=VERSION)
+    result = pipeline.run_build(opts)
+    return root / "out", result
+
+
+@pytest.fixture(scope="module")
+def aar(android_build):
+    out, _ = android_build
+    path = out / "dist" / f"{NAME}-{VERSION}.aar"
+    with zipfile.ZipFile(path) as z:
+        return path, {i.filename: z.read(i) for i in z.infolist()}, z.infolist()
+
+
+@pytest.fixture(scope="module")
+def verify_build(tmp_path_factory):
+    """The same sources for qemu-user (static musl aarch64 / armv7) and for the host
+    JVM (glibc .so with the JNI glue), on a manifest of two models."""
+    root = tmp_path_factory.mktemp("android-verify")
+    models = root / "models"
+    models.mkdir()
+    onnx.save(mobilenet_like(), models / "mnv2.onnx")
+    onnx.save(misc_model(), models / "misc.onnx")
+    opts = pipeline.Options(models=models, out=root / "out")
+    res = pipeline.run_scan(opts)
+    mrt = pipeline.convert_models(res, root / "out" / "models")
+    plans, outs = [], {}
+    for key, target in android.VERIFY_TARGETS.items():
+        plan, tb = build.plan_target(target, res.registry, res.manifest, root / "out" / "build")
+        plans.append(plan)
+        outs[key] = tb.library
+    build.run_scons(plans, root / "out" / "build")
+    return root, models, mrt, outs
+
+
+def _elf(data: bytes) -> ELFFile:
+    return ELFFile(io.BytesIO(data))
+
+
+def _dynamic(elf):
+    return [t for t in elf.get_section_by_name(".dynamic").iter_tags()]
+
+
+def _jni_natives() -> set[str]:
+    src = (resources.path("packaging", "android", "java", "ai", "minibuild", "minirt", "MiniRtSession.java")).read_text()
+    return {f"{android.JNI_PREFIX}MiniRtSession_{m}" for m in re.findall(r"native \S+ (\w+)\(", src)}
+
+
+# --------------------------------------------------------------------------- the AAR
+
+ABIS = ["arm64-v8a", "armeabi-v7a", "x86", "x86_64"]
+MACHINE = {"arm64-v8a": ("ELFCLASS64", "EM_AARCH64"), "armeabi-v7a": ("ELFCLASS32", "EM_ARM"),
+           "x86": ("ELFCLASS32", "EM_386"), "x86_64": ("ELFCLASS64", "EM_X86_64")}
+
+
+def test_aar_layout(aar, android_build):
+    path, entries, _ = aar
+    out, _ = android_build
+    expected = {"AndroidManifest.xml", "classes.jar", "R.txt", "proguard.txt",
+                "META-INF/com/android/build/gradle/aar-metadata.properties",
+                "prefab/prefab.json", "prefab/modules/minirt/module.json", "prefab/modules/minirt/include/minirt.h"}
+    for abi in ABIS:
+        expected |= {f"jni/{abi}/libminirt.so", f"prefab/modules/minirt/libs/android.{abi}/abi.json",
+                     f"prefab/modules/minirt/libs/android.{abi}/libminirt.so"}
+    assert set(entries) == expected
+    manifest = entries["AndroidManifest.xml"].decode()
+    assert f'package="{PACKAGE}"' in manifest and 'android:minSdkVersion="21"' in manifest
+    assert entries["R.txt"] == b""
+    assert json.loads(entries["prefab/prefab.json"]) == {"schema_version": 2, "name": NAME, "version": VERSION,
+                                                         "dependencies": []}
+    assert json.loads(entries["prefab/modules/minirt/module.json"])["export_libraries"] == []
+    assert entries["prefab/modules/minirt/include/minirt.h"] == \
+        resources.path("kernels_src", "include", "minirt.h").read_bytes()
+    for abi in ABIS:
+        meta = json.loads(entries[f"prefab/modules/minirt/libs/android.{abi}/abi.json"])
+        assert meta == {"abi": abi, "api": 21, "ndk": 21, "stl": "none", "static": False}
+        so = entries[f"jni/{abi}/libminirt.so"]
+        assert so == entries[f"prefab/modules/minirt/libs/android.{abi}/libminirt.so"]
+        assert so == (out / "build" / f"android-{abi}" / "lib" / "libminirt.so").read_bytes()
+    # The converted models sit beside the AAR.
+    assert (path.parent / "mnv2.mrt").read_bytes() == (out / "models" / "mnv2.mrt").read_bytes()
+
+
+def test_proguard_keeps_what_jni_binds(aar):
+    rules = aar[1]["proguard.txt"].decode()
+    assert "-keepclasseswithmembernames" in rules and "native <methods>;" in rules
+    assert "ai.minibuild.minirt.MiniRtSession" in rules
+    assert "<init>(int, java.lang.String, java.lang.String);" in rules
+
+
+def test_classes_jar_is_java8(aar):
+    with zipfile.ZipFile(io.BytesIO(aar[1]["classes.jar"])) as jar:
+        names = jar.namelist()
+        assert names[0] == "META-INF/MANIFEST.MF"
+        classes = [n for n in names if n.endswith(".class")]
+        assert {"ai/minibuild/minirt/MiniRtSession.class", "ai/minibuild/minirt/MiniRtException.class",
+                "ai/minibuild/minirt/TensorInfo.class", "ai/minibuild/minirt/DataType.class"} <= set(classes)
+        for n in classes:
+            head = jar.read(n)[:8]
+            assert head[:4] == b"\xca\xfe\xba\xbe" and int.from_bytes(head[6:8], "big") == 52, n  # Java 8
+
+
+def test_aar_is_reproducible(aar, tmp_path):
+    path, entries, infos = aar
+    assert [i.filename for i in infos] == sorted(entries)
+    assert all(i.date_time == android.ZIP_DATE and i.compress_type == zipfile.ZIP_DEFLATED for i in infos)
+    # The same entries give the same bytes, and javac in a fresh folder gives the same jar.
+    assert android.deterministic_zip(entries) == path.read_bytes()
+    assert android.compile_java(tmp_path / "java") == entries["classes.jar"]
+    assert not list(path.parent.glob(".*.tmp"))  # written via temp + rename, nothing left over
+
+
+def test_abi_subset_and_no_prefab(android_build, tmp_path):
+    out, _ = android_build
+    models = out.parent / "models"
+    opts = pipeline.Options(models=models, out=tmp_path / "o", platforms=["android"], abis=["arm64-v8a"],
+                            android_prefab=False)
+    pipeline.run_build(opts)
+    with zipfile.ZipFile(tmp_path / "o" / "dist" / "minirt-0.1.0.aar") as z:
+        names = set(z.namelist())
+    assert "jni/arm64-v8a/libminirt.so" in names and not any(n.startswith("prefab/") for n in names)
+    assert not any(n.startswith("jni/x86") or "armeabi" in n for n in names)
+
+
+def test_cli_options_reach_options():
+    from minibuild import cli
+    args = cli.parser("build").parse_args(["--models", "m", "--android-name", "x", "--android-package", "a.b",
+                                          "--package-version", "3.0", "--no-android-prefab"])
+    assert (args.android_name, args.android_package, args.package_version, args.no_android_prefab) == \
+        ("x", "a.b", "3.0", True)
+    with pytest.raises(ValueError, match="android-package"):
+        android._check_names("x", "not a package", "1.0")
+
+
+# --------------------------------------------------------------------------- every .so
+
+@pytest.mark.parametrize("abi", ABIS)
+def test_so_is_right_for_android(aar, abi):
+    so = aar[1][f"jni/{abi}/libminirt.so"]
+    elf = _elf(so)
+    assert (elf.header.e_ident.EI_CLASS, elf.header.e_machine) == MACHINE[abi]
+    tags = _dynamic(elf)
+    assert [t.soname for t in tags if t.entry.d_tag == "DT_SONAME"] == ["libminirt.so"]
+    needed = {t.needed for t in tags if t.entry.d_tag == "DT_NEEDED"}
+    assert "libc.so" in needed and needed <= {"libc.so", "libm.so", "libdl.so", "liblog.so"}
+    assert not [t for t in tags if t.entry.d_tag == "DT_TEXTREL"]
+    for t in tags:
+        if t.entry.d_tag == "DT_FLAGS":
+            assert not t.entry.d_val & 0x4  # DF_TEXTREL
+    assert any(t.entry.d_tag == "DT_HASH" for t in tags)  # API < 23 loaders need the SysV hash
+    loads = [s for s in elf.iter_segments() if s.header.p_type == "PT_LOAD"]
+    assert loads and all(s.header.p_align >= 0x4000 for s in loads)
+    stack = [s for s in elf.iter_segments() if s.header.p_type == "PT_GNU_STACK"]
+    assert stack and not stack[0].header.p_flags & 1  # no executable stack
+    notes = [n for s in elf.iter_sections() if s.header.sh_type == "SHT_NOTE" for n in s.iter_notes()]
+    assert any(n.n_type == "NT_GNU_BUILD_ID" and len(n.n_desc) == 40 for n in notes)  # sha1
+    assert elf.get_section_by_name(".symtab") is None  # stripped
+    exported = {s.name for s in elf.get_section_by_name(".dynsym").iter_symbols()
+                if s.name and s.entry.st_shndx != "SHN_UNDEF" and s.entry.st_info.bind != "STB_LOCAL"}
+    assert exported == set(toolchain.C_API) | _jni_natives() | {"JNI_OnLoad"}
+    # Memory and maths bind to bionic (compiler_rt's copies were unbound), helpers stay inside.
+    imported = {s.name for s in elf.get_section_by_name(".dynsym").iter_symbols()
+                if s.name and s.entry.st_shndx == "SHN_UNDEF"}
+    assert "memcpy" in imported and "malloc" in imported
+    assert not {n for n in imported if n.startswith("__aeabi") or n.startswith("__udiv") or n.startswith("__div")}
+
+
+def test_armv7_is_thumb2_neon_softfp(aar):
+    elf = _elf(aar[1]["jni/armeabi-v7a/libminirt.so"])
+    attrs = {a.tag: a.value for sub in elf.get_section_by_name(".ARM.attributes").iter_subsections()
+             for ss in sub.iter_subsubsections() for a in ss.iter_attributes()}
+    assert attrs["TAG_CPU_ARCH"] == 10             # v7
+    assert attrs["TAG_CPU_ARCH_PROFILE"] == ord("A")
+    assert attrs["TAG_THUMB_ISA_USE"] == 2         # Thumb-2
+    assert attrs["TAG_ADVANCED_SIMD_ARCH"] == 1    # NEON
+    assert attrs.get("TAG_ABI_VFP_ARGS", 0) == 0   # arguments in core registers (not hard-float)
+    flags = elf.header.e_flags
+    assert flags & 0x200 and not flags & 0x400     # EF_ARM_ABI_FLOAT_SOFT, not _HARD
+    assert flags >> 24 == 5                        # EABI version 5
+    dynsym = elf.get_section_by_name(".dynsym")
+    run = next(s for s in dynsym.iter_symbols() if s.name == "mrt_session_run")
+    assert run.entry.st_value & 1                  # a Thumb function
+
+
+def test_unstripped_library_kept_for_the_size_report(android_build):
+    _, result = android_build
+    for tb in result.targets:
+        assert tb.unstripped and tb.unstripped.name == "libminirt.so.debug"
+        assert _elf(tb.unstripped.read_bytes()).get_section_by_name(".symtab") is not None
+
+
+# --------------------------------------------------------------------------- sizes
+
+def test_sizes_json_and_the_bar(android_build, aar):
+    out, _ = android_build
+    sizes = json.loads((out / "dist" / "android-sizes.json").read_text())
+    assert sizes["aar"] == {"path": f"dist/{NAME}-{VERSION}.aar", "bytes": aar[0].stat().st_size}
+    assert set(sizes["abis"]) == set(ABIS)
+    infos = {i.filename: i for i in aar[2]}
+    for abi, s in sizes["abis"].items():
+        so = aar[1][f"jni/{abi}/libminirt.so"]
+        assert s["so_bytes"] == len(so)
+        assert s["so_deflated_bytes"] == infos[f"jni/{abi}/libminirt.so"].compress_size < len(so)
+    # The bar for MobileNetV2's op set.
+    assert sizes["abis"]["arm64-v8a"]["so_bytes"] < 64 * 1024
+    libs = {abi: aar[1][f"jni/{abi}/libminirt.so"] for abi in ABIS}
+    java_only = android.deterministic_zip(android.aar_entries(libs, aar[1]["classes.jar"], b"", NAME, PACKAGE,
+                                                              VERSION, prefab=False))
+    assert len(java_only) < 150 * 1024
+    print(f"\nAAR {sizes['aar']['bytes']} B with prefab, {len(java_only)} B without; "
+          + ", ".join(f"{a} {s['so_bytes']}/{s['so_deflated_bytes']}" for a, s in sizes["abis"].items()))
+
+
+# --------------------------------------------------------------------------- it runs
+
+def _reference(model_path: Path, feeds: dict) -> list[np.ndarray]:
+    ort = pytest.importorskip("onnxruntime")
+    sess = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def _feeds(model_path: Path) -> dict:
+    model = onnx.load(model_path)
+    rng = np.random.default_rng(11)
+    return {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+            for i in model.graph.input}
+
+
+@pytest.mark.parametrize("arch", ["qemu-aarch64", "qemu-armv7"])
+@pytest.mark.parametrize("model", ["mnv2", "misc"])
+def test_kernels_under_qemu_match_onnxruntime(verify_build, arch, model, tmp_path):
+    root, models, mrt, outs = verify_build
+    qemu = shutil.which(android.VERIFY_TARGETS[arch].extra["qemu"])
+    if not qemu:
+        pytest.skip("qemu-user-static is not installed (.ci/setup-android.sh installs it)")
+    feeds = _feeds(models / f"{model}.onnx")
+    files = []
+    for k, (name, x) in enumerate(feeds.items()):
+        files.append(tmp_path / f"in{k}.bin")
+        x.tofile(files[-1])
+    proc = subprocess.run([qemu, str(outs[arch]), str(mrt[model]), *map(str, files), "-o", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for k, ref in enumerate(_reference(models / f"{model}.onnx", feeds)):
+        got = np.fromfile(tmp_path / f"out{k}.bin", dtype=np.float32).reshape(ref.shape)
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
+
+
+JAVA_CHECK = r"""
+import ai.minibuild.minirt.*;
+import java.nio.*;
+import java.nio.channels.FileChannel;
+import java.nio.file.*;
+
+public class MiniRtCheck {
+    static void write(String path, ByteBuffer b) throws Exception {
+        byte[] bytes = new byte[b.remaining()];
+        b.duplicate().get(bytes);
+        Files.write(Paths.get(path), bytes);
+    }
+
+    static void write(String path, float[] v) throws Exception {
+        ByteBuffer b = ByteBuffer.allocate(4 * v.length).order(ByteOrder.nativeOrder());
+        b.asFloatBuffer().put(v);
+        write(path, b);
+    }
+
+    public static void main(String[] a) throws Exception {
+        String model = a[0], out = a[2];
+        byte[] in = Files.readAllBytes(Paths.get(a[1]));
+        float[] x = new float[in.length / 4];
+        ByteBuffer.wrap(in).order(ByteOrder.nativeOrder()).asFloatBuffer().get(x);
+
+        try (MiniRtSession s = MiniRtSession.fromFile(model)) {       // path + float[] convenience
+            System.out.println("inputs " + s.getInputs() + " outputs " + s.getOutputs());
+            System.out.println("dtype " + s.getInputs().get(0).getDataType() + " bytes " + s.getInputs().get(0).getByteSize());
+            write(out + "file.bin", s.run(x));
+        }
+        try (MiniRtSession s = MiniRtSession.fromBytes(Files.readAllBytes(Paths.get(model)))) {  // byte[] + direct buffers
+            ByteBuffer d = ByteBuffer.allocateDirect(in.length).order(ByteOrder.nativeOrder());
+            d.put(in).flip();
+            s.setInput("input", d);
+            s.run();
+            ByteBuffer o = ByteBuffer.allocateDirect(s.getOutputs().get(0).getByteSize());
+            s.getOutput(0, o);
+            o.flip();
+            write(out + "bytes.bin", o);
+        }
+        try (FileChannel ch = FileChannel.open(Paths.get(model))) {    // mapped file: used in place
+            MappedByteBuffer m = ch.map(FileChannel.MapMode.READ_ONLY, 0, ch.size());
+            try (MiniRtSession s = MiniRtSession.fromByteBuffer(m)) {
+                s.getInputBuffer(0).put(in);                          // written in place, no copy
+                s.run();
+                write(out + "mapped.bin", s.getOutputBuffer(0));
+            }
+        }
+        try {
+            MiniRtSession.fromBytes(new byte[100]);
+            System.out.println("no exception");
+        } catch (MiniRtException e) {
+            System.out.println("error " + e.getStatus() + " " + e.getStatusCode() + " " + e.getMessage());
+        }
+        try {
+            MiniRtSession.fromFile("/nonexistent/model.mrt");
+        } catch (MiniRtException e) {
+            System.out.println("error " + e.getStatus() + " " + e.getMessage());
+        }
+        MiniRtSession s = MiniRtSession.fromFile(model);
+        try {
+            s.setInput(0, new float[3]);
+        } catch (IllegalArgumentException e) {
+            System.out.println("size " + e.getMessage());
+        }
+        s.close();
+        s.close();
+        try {
+            s.run();
+        } catch (IllegalStateException e) {
+            System.out.println("closed " + e.getMessage());
+        }
+        System.out.println("version " + MiniRtSession.version() + " " + MiniRtSession.manifestHash());
+    }
+}
+"""
+
+
+def test_java_api_on_host_jvm(verify_build, aar, tmp_path):
+    root, models, mrt, outs = verify_build
+    jdk = android.find_jdk()
+    (tmp_path / "classes.jar").write_bytes(aar[1]["classes.jar"])  # the AAR's own Java API
+    (tmp_path / "MiniRtCheck.java").write_text(JAVA_CHECK)
+    cp = f"{tmp_path / 'classes.jar'}:{tmp_path}"
+    subprocess.run([jdk.tool("javac"), "-cp", cp, "-d", str(tmp_path), str(tmp_path / "MiniRtCheck.java")],
+                   check=True, capture_output=True)
+    feeds = _feeds(models / "mnv2.onnx")
+    (x,) = feeds.values()
+    x.tofile(tmp_path / "in.bin")
+    proc = subprocess.run([jdk.tool("java"), "-Xcheck:jni", f"-D{android.JAVA_PACKAGE}.library={outs['host-jni']}",
+                           "-cp", cp, "MiniRtCheck", str(mrt["mnv2"]), str(tmp_path / "in.bin"), str(tmp_path / "o_")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "WARNING" not in proc.stderr, proc.stderr  # -Xcheck:jni found nothing
+    log = proc.stdout
+    assert "inputs [input: FLOAT32[1, 3, 32, 32]] outputs [logits: FLOAT32[1, 10]]" in log
+    assert "dtype FLOAT32 bytes 12288" in log
+    assert re.search(r"error INVALID_MODEL 2 \[INVALID_MODEL\] .+", log), log
+    assert re.search(r"error IO_ERROR \[IO_ERROR\] cannot open '/nonexistent/model.mrt'", log), log
+    assert "size input 'input'" in log and "takes 12288 bytes, got 12" in log
+    assert "closed the session is closed" in log
+    assert re.search(r"version \d+\.\d+\.\d+ [0-9a-f]{12,}", log), log
+    (ref,) = _reference(models / "mnv2.onnx", feeds)
+    for way in ("file", "bytes", "mapped"):
+        got = np.fromfile(tmp_path / f"o_{way}.bin", dtype=np.float32).reshape(ref.shape)
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5, err_msg=way)
