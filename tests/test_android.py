@@ -463,3 +463,13 @@ def test_java_api_on_host_jvm(verify_build, aar, tmp_path):
     for way in ("file", "bytes", "mapped"):
         got = np.fromfile(tmp_path / f"o_{way}.bin", dtype=np.float32).reshape(ref.shape)
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5, err_msg=way)
+
+
+def test_unchanged_rebuild_does_no_work(android_build):
+    out, _ = android_build
+    aar = out / "dist" / f"{NAME}-{VERSION}.aar"
+    before = aar.stat().st_mtime_ns
+    res = pipeline.run_build(pipeline.Options(models=out.parent / "models", out=out, platforms=["android"],
+                                              android_name=NAME, android_package=PACKAGE, package_version=VERSION))
+    assert res.steps_run == []
+    assert aar.stat().st_mtime_ns == before

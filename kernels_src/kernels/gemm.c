@@ -366,7 +366,8 @@ typedef struct mrt_conv_params {
   size_t batch, c_in, c_out, group, m, kdim, in_pix, out_pix, kvol;
   size_t in[3], out[3], k[3], s[3], d[3];
   ptrdiff_t pb[3];
-  size_t dw_lo, dw_hi;     /* depthwise: output columns whose taps are all inside the row */
+  size_t dw_rw, dw_rows;   /* depthwise: padded buffer row width and rows per phase */
+  int32_t *dw_taps;        /* depthwise: buffer offset of each tap (see mrt_conv_dw_pad) */
   float lo, hi;
   float *packed_w;         /* per group, packed_w_stride floats each; NULL: pack at run */
   size_t packed_w_stride;
@@ -441,80 +442,88 @@ static void mrt_conv_im2col_pack(const void *vctx, size_t k0, size_t kc, size_t 
 }
 
 /*
- * Direct depthwise convolution of one channel plane (2-D, or 1-D as H = 1).
- * Output columns dw_lo..dw_hi read only in-row taps, so for stride 1 they
- * are computed VL at a time with unchecked contiguous loads; the borders use
- * the checked scalar loop. KH/KW are parameters of an always-inline body so
- * the 3x3 case gets constant trip counts.
+ * Direct depthwise convolution, one channel plane (2-D, or 1-D as H = 1) at a
+ * time. The plane is first copied into scratch with its zero padding and its
+ * columns split by phase (column mod stride), so that every tap of a vector
+ * of VL consecutive outputs is one unaligned contiguous load with no bounds
+ * check, whatever the padding, stride or dilation: tap t = (ky, kx) of output
+ * (oy, ox) is buf[oy * sy * rw + ox + dw_taps[t]]. Buffer rows are wide
+ * enough for whole vectors, so ragged right edges cost no scalar loop.
  */
+static void mrt_conv_dw_pad(const mrt_conv_params *p, const float *MRT_RESTRICT x,
+                            float *MRT_RESTRICT buf) {
+  const ptrdiff_t H = (ptrdiff_t)p->in[1], W = (ptrdiff_t)p->in[2], sx = (ptrdiff_t)p->s[2];
+  const ptrdiff_t py = p->pb[1], px = p->pb[2], rw = (ptrdiff_t)p->dw_rw, rows = (ptrdiff_t)p->dw_rows;
+  for (ptrdiff_t ph = 0; ph < sx; ++ph) {
+    /* Buffer column c of this phase holds input column c * sx + ph - px. */
+    ptrdiff_t c0 = px > ph ? (px - ph + sx - 1) / sx : 0, c1 = W + px - ph > 0 ? (W + px - ph + sx - 1) / sx : 0;
+    if (c1 > rw) c1 = rw;
+    if (c0 > c1) c0 = c1;
+    for (ptrdiff_t r = 0; r < rows; ++r) {
+      float *d = buf + (ph * rows + r) * rw;
+      const ptrdiff_t iy = r - py;
+      if (iy < 0 || iy >= H) {
+        for (ptrdiff_t c = 0; c < rw; ++c) d[c] = 0.0f;
+        continue;
+      }
+      const float *s = x + iy * W + ph - px;
+      for (ptrdiff_t c = 0; c < c0; ++c) d[c] = 0.0f;
+      if (sx == 1)
+        for (ptrdiff_t c = c0; c < c1; ++c) d[c] = s[c];
+      else
+        for (ptrdiff_t c = c0; c < c1; ++c) d[c] = s[c * sx];
+      for (ptrdiff_t c = c1; c < rw; ++c) d[c] = 0.0f;
+    }
+  }
+}
+
+/* KV taps: a constant (9: 3x3) so weights and offsets live in registers, or
+ * 0 for any kernel size. */
 #define MRT_DW_PLANE(NAME, ATTR, VT, VL)                                                      \
   static inline __attribute__((always_inline)) void NAME##_body(                              \
-      const mrt_conv_params *p, const float *x, const float *w, float bias, float *y,          \
-      size_t KH, size_t KW) {                                                                  \
-    const ptrdiff_t H = (ptrdiff_t)p->in[1], W = (ptrdiff_t)p->in[2];                          \
-    const size_t OH = p->out[1], OW = p->out[2];                                               \
-    const ptrdiff_t sy = (ptrdiff_t)p->s[1], sx = (ptrdiff_t)p->s[2];                          \
-    const ptrdiff_t dy = (ptrdiff_t)p->d[1], dx = (ptrdiff_t)p->d[2];                          \
-    const ptrdiff_t py = p->pb[1], px = p->pb[2];                                              \
-    const float lo = p->lo, hi = p->hi;                                                        \
-    const VT vlo = (VT){0} + lo, vhi = (VT){0} + hi;                                           \
+      const mrt_conv_params *p, const float *MRT_RESTRICT buf, const float *MRT_RESTRICT w,    \
+      float bias, float *MRT_RESTRICT y, size_t KV) {                                          \
+    const size_t OH = p->out[1], OW = p->out[2], rstep = p->s[1] * p->dw_rw, end = OH * OW;   \
+    const size_t kv = KV ? KV : p->kvol;                                                       \
+    const VT vlo = (VT){0} + p->lo, vhi = (VT){0} + p->hi;                                     \
+    VT wv[9];                                                                                  \
+    ptrdiff_t tv[9];                                                                           \
+    for (size_t t = 0; t < KV; ++t) {                                                          \
+      wv[t] = (VT){0} + w[t];                                                                  \
+      tv[t] = p->dw_taps[t];                                                                   \
+    }                                                                                          \
     for (size_t oy = 0; oy < OH; ++oy) {                                                       \
-      const ptrdiff_t iy0 = (ptrdiff_t)oy * sy - py;                                           \
+      const float *br = buf + oy * rstep;                                                      \
       float *yr = y + oy * OW;                                                                 \
-      for (size_t ox = 0; ox < OW; ++ox) {                                                     \
-        if (ox == p->dw_lo && p->dw_hi > p->dw_lo) ox = p->dw_hi;                              \
-        if (ox >= OW) break;                                                                   \
-        const ptrdiff_t ix0 = (ptrdiff_t)ox * sx - px;                                         \
-        float acc = bias;                                                                      \
-        for (size_t ky = 0; ky < KH; ++ky) {                                                   \
-          const ptrdiff_t iy = iy0 + (ptrdiff_t)ky * dy;                                       \
-          if (iy < 0 || iy >= H) continue;                                                     \
-          for (size_t kx = 0; kx < KW; ++kx) {                                                 \
-            const ptrdiff_t ix = ix0 + (ptrdiff_t)kx * dx;                                     \
-            if (ix >= 0 && ix < W) acc += w[ky * KW + kx] * x[iy * W + ix];                    \
-          }                                                                                    \
+      for (size_t ox = 0; ox < OW; ox += VL) {                                                 \
+        VT acc = (VT){0} + bias;                                                               \
+        for (size_t t = 0; t < kv; ++t) {                                                      \
+          VT v;                                                                                \
+          __builtin_memcpy(&v, br + ox + (KV ? tv[t] : p->dw_taps[t]), sizeof(VT));            \
+          acc += (KV ? wv[t] : (VT){0} + w[t]) * v;                                            \
         }                                                                                      \
-        yr[ox] = acc < lo ? lo : (acc > hi ? hi : acc);                                        \
-      }                                                                                        \
-      size_t ox = p->dw_lo;                                                                    \
-      if (sx == 1)                                                                             \
-        for (; ox + VL <= p->dw_hi; ox += VL) {                                                \
-          VT acc = (VT){0} + bias;                                                             \
-          for (size_t ky = 0; ky < KH; ++ky) {                                                 \
-            const ptrdiff_t iy = iy0 + (ptrdiff_t)ky * dy;                                     \
-            if (iy < 0 || iy >= H) continue;                                                   \
-            const float *xr = x + iy * W + (ptrdiff_t)ox - px;                                 \
-            for (size_t kx = 0; kx < KW; ++kx) {                                               \
-              VT v;                                                                            \
-              __builtin_memcpy(&v, xr + (ptrdiff_t)kx * dx, sizeof(VT));                       \
-              acc += w[ky * KW + kx] * v;                                                      \
-            }                                                                                  \
-          }                                                                                    \
-          acc = MRT_VMIN(MRT_VMAX(acc, vlo), vhi);                                             \
+        acc = MRT_VMIN(MRT_VMAX(acc, vlo), vhi);                                               \
+        /* A vector past the row's end spills into the next row, which is  \
+         * written afterwards; only the plane's end needs a partial store. */                   \
+        if (oy * OW + ox + VL <= end) {                                                        \
           __builtin_memcpy(yr + ox, &acc, sizeof(VT));                                         \
+        } else {                                                                               \
+          float tmp[VL];                                                                       \
+          __builtin_memcpy(tmp, &acc, sizeof(VT));                                             \
+          for (size_t i = 0; i < OW - ox; ++i) yr[ox + i] = tmp[i];                            \
         }                                                                                      \
-      for (; ox < p->dw_hi; ++ox) {                                                            \
-        const ptrdiff_t ix0 = (ptrdiff_t)ox * sx - px;                                         \
-        float acc = bias;                                                                      \
-        for (size_t ky = 0; ky < KH; ++ky) {                                                   \
-          const ptrdiff_t iy = iy0 + (ptrdiff_t)ky * dy;                                       \
-          if (iy < 0 || iy >= H) continue;                                                     \
-          for (size_t kx = 0; kx < KW; ++kx)                                                   \
-            acc += w[ky * KW + kx] * x[iy * W + ix0 + (ptrdiff_t)kx * dx];                     \
-        }                                                                                      \
-        yr[ox] = acc < lo ? lo : (acc > hi ? hi : acc);                                        \
       }                                                                                        \
     }                                                                                          \
   }                                                                                            \
-  ATTR static void NAME(const mrt_conv_params *p, const float *x, const float *w, float bias,   \
+  ATTR static void NAME(const mrt_conv_params *p, const float *buf, const float *w, float bias, \
                         float *y) {                                                            \
-    if (p->k[1] == 3 && p->k[2] == 3)                                                          \
-      NAME##_body(p, x, w, bias, y, 3, 3);                                                     \
+    if (p->kvol == 9)                                                                          \
+      NAME##_body(p, buf, w, bias, y, 9);                                                      \
     else                                                                                       \
-      NAME##_body(p, x, w, bias, y, p->k[1], p->k[2]);                                         \
+      NAME##_body(p, buf, w, bias, y, 0);                                                      \
   }
 
-typedef void (*mrt_dw_plane_fn)(const mrt_conv_params *p, const float *x, const float *w,
+typedef void (*mrt_dw_plane_fn)(const mrt_conv_params *p, const float *buf, const float *w,
                                 float bias, float *y);
 
 #if defined(__x86_64__)
@@ -673,15 +682,21 @@ mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, float lo, flo
   } else if (p->group == p->c_in && p->group == p->c_out && p->k[0] == 1 &&
              p->in[0] == 1 && p->out[0] == 1) {
     p->path = MRT_CONV_DEPTHWISE;
-    /* Columns whose taps ox*s - pad + kx*d, kx = 0..KW-1, are all in [0, W). */
-    const ptrdiff_t sx = (ptrdiff_t)p->s[2], px = p->pb[2], W = (ptrdiff_t)p->in[2];
-    const ptrdiff_t ext = ((ptrdiff_t)p->k[2] - 1) * (ptrdiff_t)p->d[2];
-    ptrdiff_t lo_c = (px + sx - 1) / sx, hi_c = W - 1 + px - ext >= 0 ? (W - 1 + px - ext) / sx + 1 : 0;
-    if (lo_c > (ptrdiff_t)p->out[2]) lo_c = (ptrdiff_t)p->out[2];
-    if (hi_c > (ptrdiff_t)p->out[2]) hi_c = (ptrdiff_t)p->out[2];
-    if (hi_c < lo_c) hi_c = lo_c;
-    p->dw_lo = (size_t)lo_c;
-    p->dw_hi = (size_t)hi_c;
+    /* Rows: every padded row a tap reaches; width: whole 16-float vectors of
+     * outputs plus the widest tap offset (see mrt_conv_dw_pad). */
+    const size_t sx = p->s[2], kw = p->k[2], kh = p->k[1];
+    p->dw_rows = (p->out[1] - 1) * p->s[1] + (kh - 1) * p->d[1] + 1;
+    p->dw_rw = mrt_round_up(p->out[2], 16) + (kw - 1) * p->d[2] / sx;
+    if (sx * p->dw_rows * p->dw_rw > INT32_MAX)
+      return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "convolution is too large");
+    p->dw_taps = (int32_t *)mrt_ctx_alloc(ctx, p->kvol * sizeof(int32_t));
+    if (!p->dw_taps) return MRT_STATUS_OUT_OF_MEMORY;
+    for (size_t ky = 0; ky < kh; ++ky)
+      for (size_t kx = 0; kx < kw; ++kx) {
+        const size_t cx = kx * p->d[2];
+        p->dw_taps[ky * kw + kx] = (int32_t)(((cx % sx) * p->dw_rows + ky * p->d[1]) * p->dw_rw + cx / sx);
+      }
+    mrt_ctx_request_scratch(ctx, sx * p->dw_rows * p->dw_rw * sizeof(float));
     return node->params = p, MRT_STATUS_OK;
   } else {
     p->path = MRT_CONV_IM2COL;
@@ -733,7 +748,8 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
     for (size_t n = 0; n < p->batch; ++n)
       for (size_t c = 0; c < p->c_out; ++c) {
         const size_t plane_idx = n * p->c_out + c;
-        plane(p, x + plane_idx * p->in_pix, w + c * p->kvol, bias ? bias[c] : 0.0f,
+        mrt_conv_dw_pad(p, x + plane_idx * p->in_pix, (float *)scratch);
+        plane(p, (const float *)scratch, w + c * p->kvol, bias ? bias[c] : 0.0f,
               y + plane_idx * p->out_pix);
       }
     return;

@@ -220,10 +220,12 @@ mrt_status mrt_model_load(struct mrt_session *s) {
 
   mrt_status st = load_tensors(&r, m + t_off);
   if (st) return st;
-  /* A memory plan never needs more than every activation side by side. */
+  /* A memory plan never needs more than every activation side by side (each
+   * given at least one aligned slot, as the converter does for empty tensors). */
   uint64_t side_by_side = 0;
   for (uint32_t i = 0; i < s->n_tensors; i++) {
-    if (!s->tensors[i].is_constant) side_by_side += ((uint64_t)s->tensors[i].nbytes + MRT_ALIGN - 1) & ~(uint64_t)(MRT_ALIGN - 1);
+    uint64_t n = s->tensors[i].nbytes ? s->tensors[i].nbytes : 1;
+    if (!s->tensors[i].is_constant) side_by_side += (n + MRT_ALIGN - 1) & ~(uint64_t)(MRT_ALIGN - 1);
   }
   if (s->arena_size > side_by_side)
     return mrt_session_fail(s, MRT_STATUS_INVALID_MODEL, "arena of %zu bytes exceeds its %llu bytes of activations", s->arena_size, (unsigned long long)side_by_side);

@@ -4,8 +4,8 @@ with the Java API (ai.minibuild.minirt), its JNI glue and a prefab package for C
 No NDK. Zig compiles the objects for the Android triples but carries no Android
 libc, so it will not link an Android .so. Instead each ABI gets stub `libc.so` and
 `libm.so` (packaging/android/stubs: the symbols bionic exports, bodies never run,
-SONAME set), zig's compiler_rt as a static archive (the `__aeabi_*` / `__udivdi3`
-helpers bionic does not promise), and lld links the lot. The result names only
+SONAME set), zig's compiler_rt as an object (the `__aeabi_*` / `__udivdi3` helpers
+bionic does not promise), and lld links the lot. The result names only
 `libc.so`/`libm.so` in DT_NEEDED, exactly as an NDK build does.
 
 The JDK's jni.h includes <stdio.h>, and the runtime core includes <stdio.h> and
@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__, resources, toolchain
-from ..errors import BuildError, MinibuildError
-from ..fsutil import write_atomic, write_if_changed
+from ..errors import BuildError
+from ..fsutil import write_if_changed
 from ..toolchain import ZIG, Target
 
 API_LEVEL = 21
@@ -67,7 +67,7 @@ def _musl_headers(arch: str) -> tuple:
 ARMV7_CFLAGS = ("-mcpu=generic+v7a+neon+thumb_mode", "-mfloat-abi=softfp", "-mimplicit-float",
                 "-Xclang", "-target-feature", "-Xclang", "+vfp2")
 
-# ABI -> (zig triple, zig arch name for headers and compiler_rt, ISA flags, lld emulation)
+# ABI -> (zig triple without the API level, zig's arch name (musl headers), ISA flags)
 _ABIS = {
     # ARMv8-A + NEON: zig's baseline for aarch64.
     "arm64-v8a": ("aarch64-linux-android", "aarch64", ()),
@@ -80,7 +80,8 @@ _ABIS = {
 }
 
 # zig keeps frame pointers at -O2 on 32-bit ARM and x86: a register the micro-kernels
-# want, and bytes. Unwinding (crash reports) uses .eh_frame/.ARM.exidx, not frame chains.
+# want, and bytes. (With the size-first flags' lack of unwind tables, a native crash
+# backtrace stops inside minirt; libminirt.so.debug still names the top frame.)
 _COMMON = ("-fomit-frame-pointer",)
 
 TARGETS = {
@@ -243,9 +244,8 @@ def compile_java(out_dir: Path, jdk: Jdk | None = None) -> bytes:
     sources = sorted(_android_dir("java").rglob("*.java"))
     root = _android_dir("java")
     flags = ["--release", "8", "-encoding", "UTF-8", "-g:source,lines", "-Xlint:all,-options", "-Werror"]
-    ver = subprocess.run([javac, "-version"], capture_output=True, text=True).stdout + \
-        subprocess.run([javac, "-version"], capture_output=True, text=True).stderr
-    key = hashlib.sha256(json.dumps([ver.strip(), flags]).encode())
+    ver = subprocess.run([javac, "-version"], capture_output=True, text=True)
+    key = hashlib.sha256(json.dumps([(ver.stdout + ver.stderr).strip(), flags]).encode())
     for src in sources:
         key.update(str(src.relative_to(root)).encode() + b"\0" + src.read_bytes())
     jar, stamp = out_dir / "classes.jar", out_dir / "classes.jar.sha256"
