@@ -48,6 +48,12 @@ class Graph:
             self._index = idx
         return self._index
 
+    def drop(self, node, note: str):
+        """Remove a node the rewrite made redundant, and say so in the log."""
+        self.nodes.remove(node)
+        self.touch()
+        self.log.append(note)
+
     def consumers(self, name: str) -> list:
         return list(self._uses().get(name, ()))
 
@@ -213,9 +219,7 @@ def remove_noops(g: Graph) -> bool:
                 g.value_info[dst] = g.value_info[src]
         else:
             _replace_uses(g, dst, src)
-        g.nodes.remove(node)
-        g.touch()
-        g.log.append(f"removed {node.op_type} {node.name}")
+        g.drop(node, f"removed {node.op_type} {node.name}")
         changed = True
     return changed
 
@@ -225,9 +229,7 @@ def remove_dead(g: Graph) -> bool:
     changed = False
     for node in reversed(list(g.nodes)):
         if not any(o and (g.is_output(o) or g.consumers(o)) for o in node.output):
-            g.nodes.remove(node)
-            g.touch()
-            g.log.append(f"removed unused {node.op_type} {node.name}")
+            g.drop(node, f"removed unused {node.op_type} {node.name}")
             changed = True
     return changed
 
@@ -300,9 +302,7 @@ def fold_batchnorm(g: Graph) -> bool:
         old_out = conv.output[0]
         conv.output[0] = bn.output[0]
         g.value_info.pop(old_out, None)
-        g.nodes.remove(bn)
-        g.touch()
-        g.log.append(f"folded BatchNormalization {bn.name} into Conv {conv.name}")
+        g.drop(bn, f"folded BatchNormalization {bn.name} into Conv {conv.name}")
         changed = True
     return changed
 
@@ -367,9 +367,7 @@ def fold_affine(g: Graph) -> bool:
             node.input[1], node.input[2] = tag + "_s", tag + "_b"
         g.value_info.pop(node.output[0], None)
         node.output[0] = nxt.output[0]
-        g.nodes.remove(nxt)
-        g.touch()
-        g.log.append(f"folded {nxt.op_type} {nxt.name} into {node.op_type} {node.name}")
+        g.drop(nxt, f"folded {nxt.op_type} {nxt.name} into {node.op_type} {node.name}")
         changed = True
     return changed
 
@@ -412,9 +410,7 @@ def fuse_activations(g: Graph, available: set[tuple[str, str]]) -> bool:
             fused.attribute.append(helper.make_attribute("activation_params", spec[1]))
         g.nodes[g.nodes.index(base)] = fused
         g.value_info.pop(base.output[0], None)
-        g.nodes.remove(act)
-        g.touch()
-        g.log.append(f"fused {base.op_type} {base.name} + {act.op_type} {act.name} into {fused_op}")
+        g.drop(act, f"fused {base.op_type} {base.name} + {act.op_type} {act.name} into {fused_op}")
         changed = True
     if changed:
         g.opsets.setdefault(_MINIBUILD, 1)
