@@ -56,7 +56,7 @@ def build_harness(out: Path, build_out: Path) -> Path:
     return exe
 
 
-def ort_profile(model: onnx.ModelProto, feeds: dict, runs: int, out: Path) -> dict:
+def ort_profile(model: onnx.ModelProto, feeds: dict, runs: int, out: Path, stat) -> dict:
     import onnxruntime as ort
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
@@ -80,7 +80,7 @@ def ort_profile(model: onnx.ModelProto, feeds: dict, runs: int, out: Path) -> di
             per[n].append(e["dur"])
             ops[n] = e["args"].get("op_name", "?")
     # insertion order is execution order; drop the warm-up runs
-    return {n: (ops[n], statistics.median(v[3:] or v)) for n, v in per.items()}
+    return {n: (ops[n], stat(v[3:] or v)) for n, v in per.items()}
 
 
 def main() -> int:
@@ -89,6 +89,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--out", type=Path, default=Path("prof-out"))
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--best", action="store_true",
+                    help="per node, best of the runs instead of the median (steadier on a busy machine)")
     ap.add_argument("--no-build", action="store_true", help="reuse the harness built last time")
     args = ap.parse_args()
 
@@ -116,8 +118,9 @@ def main() -> int:
             total = line
             continue
         idx, op, name, best, med, shape, detail = line.split("\t")
-        rows.append({"op": op, "name": name, "best": float(best), "med": float(med), "shape": shape, "detail": detail})
-    ort_nodes = ort_profile(model, feeds, args.runs, out)
+        rows.append({"op": op, "name": name, "best": float(best), "med": float(best if args.best else med),
+                     "shape": shape, "detail": detail})
+    ort_nodes = ort_profile(model, feeds, args.runs, out, min if args.best else statistics.median)
 
     def family(op):
         return {"FusedConv": "Conv", "FusedGemm": "Gemm"}.get(op, op)
@@ -141,7 +144,7 @@ def main() -> int:
         b = [v for v in ort_nodes.values() if family(v[0]) == fam]
         if len(a) == len(b):
             paired.update(zip(a, b))
-    print(f"\nslowest {args.top} minirt nodes (us, median; ort paired by order within the op family):")
+    print(f"\nslowest {args.top} minirt nodes (us, {'best' if args.best else 'median'}; ort paired by order within the op family):")
     order = sorted(range(len(rows)), key=lambda i: -rows[i]["med"])
     for i in order[: args.top]:
         r = rows[i]

@@ -34,12 +34,14 @@ typedef float mrt_v8f __attribute__((vector_size(32)));
 /*
  * One register tile: MR rows x NV vectors of VL floats; A advances by AS per
  * k step (the panel width; a 1-row tile reads one row of an mr-wide panel, so
- * rows of an edge panel cost one row each, not a full panel). The fixed-trip loops
+ * rows of an edge panel cost one row each, not a full panel) and B by BS (the
+ * panel width: a narrow tile for a few edge columns reads the first NV * VL
+ * columns of an nr-wide panel). The fixed-trip loops
  * are fully unrolled so acc[][] lives in registers. Loads and stores go
  * through __builtin_memcpy: packed buffers and C rows need not be aligned,
  * and this avoids aliasing a float* as a vector*.
  */
-#define MRT_SGEMM_TILE(NAME, ATTR, VT, VL, MR, NV, AS)                                            \
+#define MRT_SGEMM_TILE(NAME, ATTR, VT, VL, MR, NV, AS, BS)                                          \
   ATTR static void NAME(size_t kc, const float *MRT_RESTRICT a, const float *MRT_RESTRICT b,   \
                         float *MRT_RESTRICT c, size_t ldc, const mrt_sgemm_tile_args *args) {  \
     VT acc[MR][NV];                                                                           \
@@ -54,7 +56,7 @@ typedef float mrt_v8f __attribute__((vector_size(32)));
         _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v) acc[r][v] += ar * bv[v]; \
       }                                                                                       \
       a += AS;                                                                                \
-      b += NV * VL;                                                                           \
+      b += BS;                                                                                \
     }                                                                                         \
     const VT lo = (VT){0} + args->lo, hi = (VT){0} + args->hi;                                \
     _Pragma("clang loop unroll(full)") for (int r = 0; r < MR; ++r) {                         \
@@ -84,30 +86,40 @@ typedef float mrt_v8f __attribute__((vector_size(32)));
  * register file (16 xmm/ymm on x86_64, 8 on i386, 32 v-regs on aarch64,
  * 16 q-regs on armv7). */
 #if defined(__x86_64__)
-MRT_SGEMM_TILE(mrt_sgemm_kernel_6x8__sse, , mrt_v4f, 4, 6, 2, 6)
-MRT_SGEMM_TILE(mrt_sgemm_kernel_1x8__sse, , mrt_v4f, 4, 1, 2, 6)
-MRT_SGEMM_TILE(mrt_sgemm_kernel_6x16__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8, 6, 2, 6)
-MRT_SGEMM_TILE(mrt_sgemm_kernel_1x16__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8, 1, 2, 6)
+MRT_SGEMM_TILE(mrt_sgemm_kernel_6x8__sse, , mrt_v4f, 4, 6, 2, 6, 8)
+MRT_SGEMM_TILE(mrt_sgemm_kernel_1x8__sse, , mrt_v4f, 4, 1, 2, 6, 8)
+MRT_SGEMM_TILE(mrt_sgemm_kernel_6x4__sse, , mrt_v4f, 4, 6, 1, 6, 8)
+MRT_SGEMM_TILE(mrt_sgemm_kernel_6x16__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8, 6, 2, 6, 16)
+MRT_SGEMM_TILE(mrt_sgemm_kernel_1x16__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8, 1, 2, 6, 16)
+MRT_SGEMM_TILE(mrt_sgemm_kernel_6x8__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8, 6, 1, 6, 16)
+MRT_SGEMM_TILE(mrt_sgemm_kernel_6x4__avx2, __attribute__((target("avx2,fma"))), mrt_v4f, 4, 6, 1, 6, 16)
 static const mrt_sgemm_kernel mrt_sgemm_sse = {6, 8, 120, 2048, mrt_sgemm_kernel_6x8__sse,
-                                               mrt_sgemm_kernel_1x8__sse};
+                                               mrt_sgemm_kernel_1x8__sse,
+                                               {mrt_sgemm_kernel_6x4__sse, NULL}, {4, 0}};
 static const mrt_sgemm_kernel mrt_sgemm_avx2 = {6, 16, 120, 2048, mrt_sgemm_kernel_6x16__avx2,
-                                                mrt_sgemm_kernel_1x16__avx2};
+                                                mrt_sgemm_kernel_1x16__avx2,
+                                                {mrt_sgemm_kernel_6x4__avx2, mrt_sgemm_kernel_6x8__avx2}, {4, 8}};
+
 #elif defined(__aarch64__)
-MRT_SGEMM_TILE(mrt_sgemm_kernel_8x8__neon, , mrt_v4f, 4, 8, 2, 8)
-MRT_SGEMM_TILE(mrt_sgemm_kernel_1x8__neon, , mrt_v4f, 4, 1, 2, 8)
+MRT_SGEMM_TILE(mrt_sgemm_kernel_8x8__neon, , mrt_v4f, 4, 8, 2, 8, 8)
+MRT_SGEMM_TILE(mrt_sgemm_kernel_1x8__neon, , mrt_v4f, 4, 1, 2, 8, 8)
+MRT_SGEMM_TILE(mrt_sgemm_kernel_8x4__neon, , mrt_v4f, 4, 8, 1, 8, 8)
 static const mrt_sgemm_kernel mrt_sgemm_default = {8, 8, 128, 2048, mrt_sgemm_kernel_8x8__neon,
-                                                   mrt_sgemm_kernel_1x8__neon};
+                                                   mrt_sgemm_kernel_1x8__neon,
+                                                   {mrt_sgemm_kernel_8x4__neon, NULL}, {4, 0}};
 #elif defined(__ARM_NEON)
-MRT_SGEMM_TILE(mrt_sgemm_kernel_4x8__neon, , mrt_v4f, 4, 4, 2, 4)
-MRT_SGEMM_TILE(mrt_sgemm_kernel_1x8__neon, , mrt_v4f, 4, 1, 2, 4)
+MRT_SGEMM_TILE(mrt_sgemm_kernel_4x8__neon, , mrt_v4f, 4, 4, 2, 4, 8)
+MRT_SGEMM_TILE(mrt_sgemm_kernel_1x8__neon, , mrt_v4f, 4, 1, 2, 4, 8)
+MRT_SGEMM_TILE(mrt_sgemm_kernel_4x4__neon, , mrt_v4f, 4, 4, 1, 4, 8)
 static const mrt_sgemm_kernel mrt_sgemm_default = {4, 8, 128, 1024, mrt_sgemm_kernel_4x8__neon,
-                                                   mrt_sgemm_kernel_1x8__neon};
+                                                   mrt_sgemm_kernel_1x8__neon,
+                                                   {mrt_sgemm_kernel_4x4__neon, NULL}, {4, 0}};
 #else
 /* i386 (8 xmm registers) and anything without a known SIMD unit. */
-MRT_SGEMM_TILE(mrt_sgemm_kernel_4x4, , mrt_v4f, 4, 4, 1, 4)
-MRT_SGEMM_TILE(mrt_sgemm_kernel_1x4, , mrt_v4f, 4, 1, 1, 4)
+MRT_SGEMM_TILE(mrt_sgemm_kernel_4x4, , mrt_v4f, 4, 4, 1, 4, 4)
+MRT_SGEMM_TILE(mrt_sgemm_kernel_1x4, , mrt_v4f, 4, 1, 1, 4, 4)
 static const mrt_sgemm_kernel mrt_sgemm_default = {4, 4, 128, 1024, mrt_sgemm_kernel_4x4,
-                                                   mrt_sgemm_kernel_1x4};
+                                                   mrt_sgemm_kernel_1x4, {NULL, NULL}, {0, 0}};
 #endif
 
 #if defined(__x86_64__)
@@ -290,6 +302,12 @@ void mrt_sgemm(const mrt_sgemm_kernel *kern, size_t m, size_t n, size_t k, const
               args.bias_col = tmp_col;
             }
             if (mm * 3 > mr) {
+              mrt_sgemm_tile_fn tile = kern->tile;
+              for (int t = 0; t < 2; ++t)
+                if (kern->narrow[t] && nn <= kern->narrow_w[t]) {
+                  tile = kern->narrow[t];
+                  break;
+                }
               if (args.bias_row && mm < mr) {
                 memcpy(tmp_row, args.bias_row, mm * sizeof(float));
                 memset(tmp_row + mm, 0, (mr - mm) * sizeof(float));
@@ -297,7 +315,7 @@ void mrt_sgemm(const mrt_sgemm_kernel *kern, size_t m, size_t n, size_t k, const
               }
               if (args.accumulate)
                 for (size_t r = 0; r < mm; ++r) memcpy(tmp_c + r * nr, cp + r * ldc, nn * sizeof(float));
-              kern->tile(kcur, ap + ir * kcur, bp + jr * kcur, tmp_c, nr, &args);
+              tile(kcur, ap + ir * kcur, bp + jr * kcur, tmp_c, nr, &args);
               for (size_t r = 0; r < mm; ++r) memcpy(cp + r * ldc, tmp_c + r * nr, nn * sizeof(float));
               continue;
             }
@@ -420,6 +438,20 @@ static void mrt_conv_im2col_pack(const void *vctx, size_t k0, size_t kc, size_t 
           continue;
         }
         const float *src = ic->x + kr.chan_off + (size_t)(iz * ih + iy) * (size_t)iw;
+        if (ix0 >= 0 && ix0 + (ptrdiff_t)(len - 1) * sx < iw) {
+          /* The whole run is inside the row (the common case): a full
+           * 16-column AVX2 panel gets fixed-size copies the compiler turns
+           * into a few vector moves (shuffles for stride 2). */
+          const float *s = src + ix0;
+          if (len == 16 && sx == 1) {
+            __builtin_memcpy(dr, s, 16 * sizeof(float));
+          } else if (len == 16 && sx == 2) {
+            for (size_t t = 0; t < 16; ++t) dr[t] = s[2 * t];
+          } else {
+            for (size_t t = 0; t < len; ++t) dr[t] = s[(ptrdiff_t)t * sx];
+          }
+          continue;
+        }
         if (sx == 1) {
           /* In-bounds span [a, b) of the run, zeros outside. */
           ptrdiff_t a = ix0 < 0 ? -ix0 : 0, b = iw - ix0;
@@ -452,29 +484,55 @@ static void mrt_conv_im2col_pack(const void *vctx, size_t k0, size_t kc, size_t 
  */
 static void mrt_conv_dw_pad(const mrt_conv_params *p, const float *MRT_RESTRICT x,
                             float *MRT_RESTRICT buf) {
+  /* Only the input's own samples are written: the zero border is the same for
+   * every plane and is cleared once per run by the caller. */
   const ptrdiff_t H = (ptrdiff_t)p->in[1], W = (ptrdiff_t)p->in[2], sx = (ptrdiff_t)p->s[2];
   const ptrdiff_t py = p->pb[1], px = p->pb[2], rw = (ptrdiff_t)p->dw_rw, rows = (ptrdiff_t)p->dw_rows;
-  for (ptrdiff_t ph = 0; ph < sx; ++ph) {
-    /* Buffer column c of this phase holds input column c * sx + ph - px. */
-    ptrdiff_t c0 = px > ph ? (px - ph + sx - 1) / sx : 0, c1 = W + px - ph > 0 ? (W + px - ph + sx - 1) / sx : 0;
-    if (c1 > rw) c1 = rw;
-    if (c0 > c1) c0 = c1;
-    for (ptrdiff_t r = 0; r < rows; ++r) {
-      float *d = buf + (ph * rows + r) * rw;
-      const ptrdiff_t iy = r - py;
-      if (iy < 0 || iy >= H) {
-        for (ptrdiff_t c = 0; c < rw; ++c) d[c] = 0.0f;
-        continue;
+  ptrdiff_t r0 = py, r1 = py + H;
+  if (r1 > rows) r1 = rows;
+  /* Buffer column c of phase ph holds input column c * sx + ph - px: valid for c in [c0, c1). */
+#define MRT_DW_COLS(ph, c0, c1)                                                         \
+  ptrdiff_t c0 = px > (ph) ? (px - (ph) + sx - 1) / sx : 0;                             \
+  ptrdiff_t c1 = W + px - (ph) > 0 ? (W + px - (ph) + sx - 1) / sx : 0;                 \
+  if (c1 > rw) c1 = rw;                                                                 \
+  if (c0 > c1) c0 = c1;
+  if (sx == 2) {
+    /* Padded column j = i + px goes to phase j & 1, column j >> 1. Pairs of
+     * padded columns from an even j on: 8 inputs deinterleave into 4 + 4. */
+    const ptrdiff_t i0 = px & 1, nv = (W - i0) / 8;
+    for (ptrdiff_t r = r0; r < r1; ++r) {
+      float *d0 = buf + r * rw, *d1 = d0 + rows * rw;
+      const float *s = x + (r - py) * W;
+      for (ptrdiff_t i = 0; i < i0; ++i) d1[(i + px) >> 1] = s[i];
+      float *e0 = d0 + ((i0 + px) >> 1), *e1 = d1 + ((i0 + px) >> 1);
+      for (ptrdiff_t v = 0; v < nv; ++v) {
+        mrt_v4f u, w;
+        __builtin_memcpy(&u, s + i0 + 8 * v, sizeof u);
+        __builtin_memcpy(&w, s + i0 + 8 * v + 4, sizeof w);
+        const mrt_v4f e = __builtin_shufflevector(u, w, 0, 2, 4, 6);
+        const mrt_v4f o = __builtin_shufflevector(u, w, 1, 3, 5, 7);
+        __builtin_memcpy(e0 + 4 * v, &e, sizeof e);
+        __builtin_memcpy(e1 + 4 * v, &o, sizeof o);
       }
-      const float *s = x + iy * W + ph - px;
-      for (ptrdiff_t c = 0; c < c0; ++c) d[c] = 0.0f;
+      for (ptrdiff_t i = i0 + 8 * nv; i < W; ++i) {
+        const ptrdiff_t j = i + px;
+        if ((j >> 1) < rw) buf[((j & 1) * rows + r) * rw + (j >> 1)] = s[i];
+      }
+    }
+    return;
+  }
+  for (ptrdiff_t ph = 0; ph < sx; ++ph) {
+    MRT_DW_COLS(ph, c0, c1)
+    for (ptrdiff_t r = r0; r < r1; ++r) {
+      float *d = buf + (ph * rows + r) * rw;
+      const float *s = x + (r - py) * W + ph - px;
       if (sx == 1)
         for (ptrdiff_t c = c0; c < c1; ++c) d[c] = s[c];
       else
         for (ptrdiff_t c = c0; c < c1; ++c) d[c] = s[c * sx];
-      for (ptrdiff_t c = c1; c < rw; ++c) d[c] = 0.0f;
     }
   }
+#undef MRT_DW_COLS
 }
 
 /* KV taps: a constant (9: 3x3) so weights and offsets live in registers, or
@@ -686,7 +744,8 @@ mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, float lo, flo
      * outputs plus the widest tap offset (see mrt_conv_dw_pad). */
     const size_t sx = p->s[2], kw = p->k[2], kh = p->k[1];
     p->dw_rows = (p->out[1] - 1) * p->s[1] + (kh - 1) * p->d[1] + 1;
-    p->dw_rw = mrt_round_up(p->out[2], 16) + (kw - 1) * p->d[2] / sx;
+    /* (+1: a trailing input column the convolution ignores still has a slot.) */
+    p->dw_rw = mrt_round_up(p->out[2], 16) + (kw - 1) * p->d[2] / sx + 1;
     if (sx * p->dw_rows * p->dw_rw > INT32_MAX)
       return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "convolution is too large");
     p->dw_taps = (int32_t *)mrt_ctx_alloc(ctx, p->kvol * sizeof(int32_t));
@@ -741,10 +800,11 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
   if (p->path == MRT_CONV_DEPTHWISE) {
     mrt_dw_plane_fn plane;
 #if defined(__x86_64__)
-    plane = p->kern->nr == 16 ? mrt_conv_dw_plane__avx2 : mrt_conv_dw_plane__sse;
+    plane = p->kern != &mrt_sgemm_sse ? mrt_conv_dw_plane__avx2 : mrt_conv_dw_plane__sse;
 #else
     plane = mrt_conv_dw_plane;
 #endif
+    memset(scratch, 0, p->s[2] * p->dw_rows * p->dw_rw * sizeof(float));
     for (size_t n = 0; n < p->batch; ++n)
       for (size_t c = 0; c < p->c_out; ++c) {
         const size_t plane_idx = n * p->c_out + c;

@@ -48,6 +48,11 @@ typedef struct mrt_sgemm_kernel {
   uint32_t mc, nc; /* cache blocks: A block mc x KC (L2), B block KC x nc (L3) */
   mrt_sgemm_tile_fn tile;
   mrt_sgemm_tile_fn row; /* 1 x nr tile reading row 0 of an mr-wide A panel: edge rows */
+  /* mr x narrow_w[i] tiles reading the first columns of an nr-wide B panel,
+   * narrowest first (NULL: none): a few edge columns (N = 49 = 3 * 16 + 1 for
+   * a 7x7 image) cost a narrow tile, not a full one. */
+  mrt_sgemm_tile_fn narrow[2];
+  uint32_t narrow_w[2];
 } mrt_sgemm_kernel;
 
 /* The best micro-kernel for the running CPU (cpuid on x86). */
