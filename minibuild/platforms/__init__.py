@@ -3,8 +3,11 @@
 A platform module defines:
     TARGETS: dict[str, Target]          ABI -> how to compile for it
     DEFAULT_ABIS: list[str]             what `--platform X` builds without --abi
-    link_steps(target, tdir) -> list    SCons link steps (see build.plan_target)
+    link_steps(target, tdir) -> list    SCons link steps (see build.plan_target): the first
+                                        is the unstripped twin, the last the deliverable
     package(ctx) -> list[Path]          lay out the deliverables (ctx: PackageContext)
+and optionally:
+    extra_objects(target) -> list       objects beyond the kernels (JNI glue, test runners)
 """
 
 from __future__ import annotations
