@@ -168,12 +168,15 @@ def test_aar_layout(aar, android_build):
     path, entries, _ = aar
     out, _ = android_build
     expected = {"AndroidManifest.xml", "classes.jar", "R.txt", "proguard.txt",
-                "META-INF/com/android/build/gradle/aar-metadata.properties",
+                "META-INF/com/android/build/gradle/aar-metadata.properties", "META-INF/minirt/build_info.json",
                 "prefab/prefab.json", "prefab/modules/minirt/module.json", "prefab/modules/minirt/include/minirt.h"}
     for abi in ABIS:
         expected |= {f"jni/{abi}/libminirt.so", f"prefab/modules/minirt/libs/android.{abi}/abi.json",
                      f"prefab/modules/minirt/libs/android.{abi}/libminirt.so"}
     assert set(entries) == expected
+    info = json.loads(entries["META-INF/minirt/build_info.json"])
+    assert info["runtime_version"] == "0.1.0" and len(info["manifest_hash"]) == 64
+    assert info["abis"] == ABIS
     manifest = entries["AndroidManifest.xml"].decode()
     assert f'package="{PACKAGE}"' in manifest and 'android:minSdkVersion="21"' in manifest
     assert entries["R.txt"] == b""

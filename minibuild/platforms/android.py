@@ -35,7 +35,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import __version__, resources, toolchain
+from .. import buildinfo, __version__, resources, toolchain
 from ..errors import BuildError
 from ..fsutil import write_if_changed
 from ..toolchain import ZIG, Target
@@ -332,7 +332,7 @@ def _json(obj) -> bytes:
 
 
 def aar_entries(libraries: dict[str, bytes], classes_jar: bytes, header: bytes, name: str, package: str,
-                prefab_version: str, prefab: bool = True) -> dict[str, bytes]:
+                prefab_version: str, prefab: bool = True, build_info: bytes = b"") -> dict[str, bytes]:
     """Everything inside the AAR. `libraries`: ABI -> stripped libminirt.so. jni/ serves
     Java/Kotlin apps (AGP packages it into the APK), prefab/ serves CMake/ndk-build
     (link time); each needs its own copy, so `prefab=False` halves the AAR."""
@@ -343,6 +343,9 @@ def aar_entries(libraries: dict[str, bytes], classes_jar: bytes, header: bytes, 
         "proguard.txt": PROGUARD.encode(),
         "META-INF/com/android/build/gradle/aar-metadata.properties": AAR_METADATA.encode(),
     }
+    if build_info:
+        # Runtime version and manifest hash: ties the AAR to the model set it serves.
+        e["META-INF/minirt/build_info.json"] = build_info
     for abi, so in sorted(libraries.items()):
         e[f"jni/{abi}/libminirt.so"] = so
     if not prefab:
@@ -374,8 +377,9 @@ def package(ctx) -> list[Path]:
     libraries = {tb.target.abi: Path(tb.library).read_bytes() for tb in builds}
     classes = compile_java(ctx.out / "build" / "android-java")
     header = resources.path("kernels_src", "include", "minirt.h").read_bytes()
+    info = buildinfo.to_json(buildinfo.build_info(ctx, platform="android", abis=sorted(libraries)))
     data = deterministic_zip(aar_entries(libraries, classes, header, name, package_name, prefab_version,
-                                         prefab=getattr(opts, "android_prefab", True)))
+                                         prefab=getattr(opts, "android_prefab", True), build_info=info))
     aar = write_if_changed(dist / f"{name}-{version}.aar", data)
     files = [aar]
     for _, path in sorted(ctx.model_files.items()):
