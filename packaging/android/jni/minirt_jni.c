@@ -181,17 +181,23 @@ JNIEXPORT void FN(nativeSetInputDirect)(JNIEnv *env, jclass cls, jlong handle, j
   if (p) check(env, s, mrt_session_set_input(s, (size_t)index, p, (size_t)len));
 }
 
+/* [off, off+len) bytes lie inside the primitive array; else throws. */
+static int array_range_ok(JNIEnv *env, jarray array, jint off, jint len, jint elem_size) {
+  jlong total = (jlong)(*env)->GetArrayLength(env, array) * elem_size;
+  if (off < 0 || len < 0 || (jlong)off + len > total) {
+    throw_status(env, MRT_STATUS_INVALID_ARGUMENT, "array range out of bounds");
+    return 0;
+  }
+  return 1;
+}
+
 /* Any primitive array; off/len in bytes. Copied straight into the session's input. */
 JNIEXPORT void FN(nativeSetInputArray)(JNIEnv *env, jclass cls, jlong handle, jint index, jarray array,
                                        jint off, jint len, jint elem_size) {
   (void)cls;
   mrt_session *s = session(env, handle);
   if (!s) return;
-  jlong total = (jlong)(*env)->GetArrayLength(env, array) * elem_size;
-  if (off < 0 || len < 0 || (jlong)off + len > total) {
-    throw_status(env, MRT_STATUS_INVALID_ARGUMENT, "array range out of bounds");
-    return;
-  }
+  if (!array_range_ok(env, array, off, len, elem_size)) return;
   mrt_tensor_info ti;
   if (!check(env, s, mrt_session_input_info(s, (size_t)index, &ti))) return;
   if ((size_t)len != ti.nbytes) {
@@ -234,11 +240,7 @@ JNIEXPORT void FN(nativeGetOutputArray)(JNIEnv *env, jclass cls, jlong handle, j
   (void)cls;
   mrt_session *s = session(env, handle);
   if (!s) return;
-  jlong total = (jlong)(*env)->GetArrayLength(env, array) * elem_size;
-  if (off < 0 || len < 0 || (jlong)off + len > total) {
-    throw_status(env, MRT_STATUS_INVALID_ARGUMENT, "array range out of bounds");
-    return;
-  }
+  if (!array_range_ok(env, array, off, len, elem_size)) return;
   mrt_tensor_info ti;
   if (!check(env, s, mrt_session_output_info(s, (size_t)index, &ti))) return;
   const void *src = mrt_session_output_data(s, (size_t)index);
