@@ -65,8 +65,9 @@ def parser(command: str) -> argparse.ArgumentParser:
         p.add_argument("--android-name", default="minirt", help="Android: AAR name, OUT/dist/NAME-VERSION.aar")
         p.add_argument("--android-package", default="ai.minibuild.minirt",
                        help="Android: package (namespace) in the AAR's manifest")
-        p.add_argument("--no-android-prefab", action="store_true",
-                       help="Android: leave out the prefab package (Java/Kotlin-only apps; halves the AAR)")
+        p.add_argument("--android-prefab", choices=("separate", "bundled", "none"), default="separate",
+                       help="Android: the prefab package (C/C++ via CMake) in its own AAR, NAME-prefab-VERSION.aar "
+                       "(separate, default), inside the main AAR (bundled), or not at all (none)")
     if command == "build":
         p.add_argument("--size-history", type=Path, help="SQLite size history (default OUT/size_history.sqlite, "
                        "or $MINIBUILD_SIZE_HISTORY)")
@@ -98,7 +99,7 @@ def main(argv=None) -> int:
                        package_version=getattr(args, "package_version", "0.1.0"),
                        android_name=getattr(args, "android_name", "minirt"),
                        android_package=getattr(args, "android_package", "ai.minibuild.minirt"),
-                       android_prefab=not getattr(args, "no_android_prefab", False),
+                       android_prefab=getattr(args, "android_prefab", "separate"),
                        size_history=getattr(args, "size_history", None), size_budget=getattr(args, "size_budget", None),
                        size_baseline=getattr(args, "size_baseline", None))
         if command == "scan":

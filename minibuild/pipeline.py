@@ -33,7 +33,7 @@ class Options:
     android_name: str = "minirt"                   # Android: OUT/dist/<android_name>-<package_version>.aar
     android_package: str = "ai.minibuild.minirt"   # Android: the AAR manifest's package (namespace)
     package_version: str = "0.1.0"                 # version written into packages (AAR, prefab)
-    android_prefab: bool = True                    # Android: also ship the .so in a prefab package (C/C++ users)
+    android_prefab: str = "separate"               # Android: prefab package in its own AAR | bundled | none
     size_history: Path | None = None     # SQLite size history (default OUT/size_history.sqlite; env MINIBUILD_SIZE_HISTORY)
     size_budget: str | None = None       # bytes (all libraries) or a YAML file of limits: see docs/size_report.md
     size_baseline: Path | None = None    # an earlier size_report.json to compare with (default: last build in the history)

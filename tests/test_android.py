@@ -16,7 +16,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from minibuild import build, pipeline, resources, toolchain
+from minibuild import archive, build, pipeline, resources, toolchain
 from minibuild.platforms import android
 
 pytest.importorskip("elftools")
@@ -115,12 +115,22 @@ def android_build(tmp_path_factory):
     return root / "out", result
 
 
-@pytest.fixture(scope="module")
-def aar(android_build):
-    out, _ = android_build
-    path = out / "dist" / f"{NAME}-{VERSION}.aar"
+def _read_zip(path: Path):
     with zipfile.ZipFile(path) as z:
         return path, {i.filename: z.read(i) for i in z.infolist()}, z.infolist()
+
+
+@pytest.fixture(scope="module")
+def aar(android_build):
+    """The main AAR (Java API + jni/), default "separate" prefab layout."""
+    out, _ = android_build
+    return _read_zip(out / "dist" / f"{NAME}-{VERSION}.aar")
+
+
+@pytest.fixture(scope="module")
+def prefab_aar(android_build):
+    out, _ = android_build
+    return _read_zip(out / "dist" / f"{NAME}-prefab-{VERSION}.aar")
 
 
 @pytest.fixture(scope="module")
@@ -164,15 +174,14 @@ MACHINE = {"arm64-v8a": ("ELFCLASS64", "EM_AARCH64"), "armeabi-v7a": ("ELFCLASS3
            "x86": ("ELFCLASS32", "EM_386"), "x86_64": ("ELFCLASS64", "EM_X86_64")}
 
 
+COMMON = {"AndroidManifest.xml", "classes.jar", "R.txt", "META-INF/com/android/build/gradle/aar-metadata.properties",
+          "META-INF/minirt/build_info.json"}
+
+
 def test_aar_layout(aar, android_build):
     path, entries, _ = aar
     out, _ = android_build
-    expected = {"AndroidManifest.xml", "classes.jar", "R.txt", "proguard.txt",
-                "META-INF/com/android/build/gradle/aar-metadata.properties", "META-INF/minirt/build_info.json",
-                "prefab/prefab.json", "prefab/modules/minirt/module.json", "prefab/modules/minirt/include/minirt.h"}
-    for abi in ABIS:
-        expected |= {f"jni/{abi}/libminirt.so", f"prefab/modules/minirt/libs/android.{abi}/abi.json",
-                     f"prefab/modules/minirt/libs/android.{abi}/libminirt.so"}
+    expected = COMMON | {"proguard.txt"} | {f"jni/{abi}/libminirt.so" for abi in ABIS}
     assert set(entries) == expected
     info = json.loads(entries["META-INF/minirt/build_info.json"])
     assert info["runtime_version"] == "0.1.0" and len(info["manifest_hash"]) == 64
@@ -180,19 +189,37 @@ def test_aar_layout(aar, android_build):
     manifest = entries["AndroidManifest.xml"].decode()
     assert f'package="{PACKAGE}"' in manifest and 'android:minSdkVersion="21"' in manifest
     assert entries["R.txt"] == b""
-    assert json.loads(entries["prefab/prefab.json"]) == {"schema_version": 2, "name": NAME, "version": VERSION,
+    for abi in ABIS:
+        assert entries[f"jni/{abi}/libminirt.so"] == (out / "build" / f"android-{abi}" / "lib" / "libminirt.so").read_bytes()
+    # The converted models sit beside the AAR.
+    assert (path.parent / "mnv2.mrt").read_bytes() == (out / "models" / "mnv2.mrt").read_bytes()
+
+
+def _check_prefab(entries: dict, libs: dict, name: str = NAME, version: str = VERSION):
+    assert json.loads(entries["prefab/prefab.json"]) == {"schema_version": 2, "name": name, "version": version,
                                                          "dependencies": []}
     assert json.loads(entries["prefab/modules/minirt/module.json"])["export_libraries"] == []
     assert entries["prefab/modules/minirt/include/minirt.h"] == \
         resources.path("kernels_src", "include", "minirt.h").read_bytes()
-    for abi in ABIS:
+    assert {n for n in entries if n.startswith("prefab/modules/minirt/libs/")} == \
+        {f"prefab/modules/minirt/libs/android.{abi}/{f}" for abi in libs for f in ("abi.json", "libminirt.so")}
+    for abi, so in libs.items():
         meta = json.loads(entries[f"prefab/modules/minirt/libs/android.{abi}/abi.json"])
         assert meta == {"abi": abi, "api": 21, "ndk": 21, "stl": "none", "static": False}
-        so = entries[f"jni/{abi}/libminirt.so"]
-        assert so == entries[f"prefab/modules/minirt/libs/android.{abi}/libminirt.so"]
-        assert so == (out / "build" / f"android-{abi}" / "lib" / "libminirt.so").read_bytes()
-    # The converted models sit beside the AAR.
-    assert (path.parent / "mnv2.mrt").read_bytes() == (out / "models" / "mnv2.mrt").read_bytes()
+        # The very library the Java AAR ships: an app using both may pickFirst either.
+        assert entries[f"prefab/modules/minirt/libs/android.{abi}/libminirt.so"] == so
+
+
+def test_prefab_aar_layout(prefab_aar, aar):
+    _, entries, _ = prefab_aar
+    prefab = {n for n in entries if n.startswith("prefab/")}
+    assert set(entries) - prefab == COMMON  # no Java API, no jni/ copy
+    manifest = entries["AndroidManifest.xml"].decode()
+    assert f'package="{PACKAGE}.prefab"' in manifest and 'android:minSdkVersion="21"' in manifest
+    with zipfile.ZipFile(io.BytesIO(entries["classes.jar"])) as jar:
+        assert jar.namelist() == ["META-INF/MANIFEST.MF"]
+    assert entries["META-INF/minirt/build_info.json"] == aar[1]["META-INF/minirt/build_info.json"]
+    _check_prefab(entries, {abi: aar[1][f"jni/{abi}/libminirt.so"] for abi in ABIS})
 
 
 def test_proguard_keeps_what_jni_binds(aar):
@@ -214,34 +241,48 @@ def test_classes_jar_is_java8(aar):
             assert head[:4] == b"\xca\xfe\xba\xbe" and int.from_bytes(head[6:8], "big") == 52, n  # Java 8
 
 
-def test_aar_is_reproducible(aar, tmp_path):
-    path, entries, infos = aar
-    assert [i.filename for i in infos] == sorted(entries)
-    assert all(i.date_time == android.ZIP_DATE and i.compress_type == zipfile.ZIP_DEFLATED for i in infos)
-    # The same entries give the same bytes, and javac in a fresh folder gives the same jar.
-    assert android.deterministic_zip(entries) == path.read_bytes()
-    assert android.compile_java(tmp_path / "java") == entries["classes.jar"]
-    assert not list(path.parent.glob(".*.tmp"))  # written via temp + rename, nothing left over
+def test_aar_is_reproducible(aar, prefab_aar, tmp_path):
+    for path, entries, infos in (aar, prefab_aar):
+        assert [i.filename for i in infos] == sorted(entries)
+        assert all(i.date_time == archive.ZIP_EPOCH and i.compress_type == zipfile.ZIP_DEFLATED for i in infos)
+        # The same entries give the same bytes.
+        assert archive.zip_bytes(entries, directories=False) == path.read_bytes()
+    # javac in a fresh folder gives the same jar.
+    assert android.compile_java(tmp_path / "java") == aar[1]["classes.jar"]
+    assert not list(aar[0].parent.glob(".*.tmp"))  # written via temp + rename, nothing left over
 
 
-def test_abi_subset_and_no_prefab(android_build, tmp_path):
+def test_abi_subset_and_prefab_layouts(android_build, tmp_path):
     out, _ = android_build
     models = out.parent / "models"
-    opts = pipeline.Options(models=models, out=tmp_path / "o", platforms=["android"], abis=["arm64-v8a"],
-                            android_prefab=False)
-    pipeline.run_build(opts)
-    with zipfile.ZipFile(tmp_path / "o" / "dist" / "minirt-0.1.0.aar") as z:
-        names = set(z.namelist())
-    assert "jni/arm64-v8a/libminirt.so" in names and not any(n.startswith("prefab/") for n in names)
-    assert not any(n.startswith("jni/x86") or "armeabi" in n for n in names)
+    dist = tmp_path / "o" / "dist"
+    for layout in ("separate", "bundled", "none"):
+        opts = pipeline.Options(models=models, out=tmp_path / "o", platforms=["android"], abis=["arm64-v8a"],
+                                android_prefab=layout)
+        pipeline.run_build(opts)
+        _, entries, _ = _read_zip(dist / "minirt-0.1.0.aar")
+        so = entries["jni/arm64-v8a/libminirt.so"]
+        assert not any(n.startswith("jni/x86") or "armeabi" in n for n in entries)
+        # Switching layouts leaves no prefab AAR of the previous one behind.
+        assert (dist / "minirt-prefab-0.1.0.aar").exists() == (layout == "separate")
+        sizes = json.loads((dist / "android-sizes.json").read_text())
+        assert sizes["prefab_layout"] == layout and ("prefab_aar" in sizes) == (layout == "separate")
+        if layout == "bundled":
+            _check_prefab(entries, {"arm64-v8a": so}, "minirt", "0.1.0")
+        else:
+            assert not any(n.startswith("prefab/") for n in entries)
+    with pytest.raises(ValueError, match="android-prefab"):
+        pipeline.run_build(pipeline.Options(models=models, out=tmp_path / "o", platforms=["android"],
+                                            abis=["arm64-v8a"], android_prefab="inside"))
 
 
 def test_cli_options_reach_options():
     from minibuild import cli
     args = cli.parser("build").parse_args(["--models", "m", "--android-name", "x", "--android-package", "a.b",
-                                          "--package-version", "3.0", "--no-android-prefab"])
-    assert (args.android_name, args.android_package, args.package_version, args.no_android_prefab) == \
-        ("x", "a.b", "3.0", True)
+                                          "--package-version", "3.0", "--android-prefab", "none"])
+    assert (args.android_name, args.android_package, args.package_version, args.android_prefab) == \
+        ("x", "a.b", "3.0", "none")
+    assert cli.parser("build").parse_args(["--models", "m"]).android_prefab == "separate"
     with pytest.raises(ValueError, match="android-package"):
         android._check_names("x", "not a package", "1.0")
 
@@ -296,6 +337,24 @@ def test_armv7_is_thumb2_neon_softfp(aar):
     assert run.entry.st_value & 1                  # a Thumb function
 
 
+def _function_bytes(elf, name_filter):
+    text = elf.get_section_by_name(".text")
+    base, data = text.header.sh_addr, text.data()
+    return {s.name: data[s.entry.st_value - base:s.entry.st_value - base + s.entry.st_size]
+            for s in elf.get_section_by_name(".dynsym").iter_symbols()
+            if s.entry.st_info.type == "STT_FUNC" and s.entry.st_shndx != "SHN_UNDEF" and name_filter(s.name)}
+
+
+def test_x86_jni_entries_realign_the_stack(aar):
+    """Before API 24, Java calls native code with a 4-byte aligned stack: every JNI entry
+    point of the x86 library realigns it (and esp, -16), so the rest need not."""
+    elf = _elf(aar[1]["jni/x86/libminirt.so"])
+    entries = _function_bytes(elf, lambda n: n.startswith("Java_") or n == "JNI_OnLoad")
+    assert set(entries) == _jni_natives() | {"JNI_OnLoad"}
+    for name, code in entries.items():
+        assert b"\x83\xe4\xf0" in code, name
+
+
 def test_unstripped_library_kept_for_the_size_report(android_build):
     _, result = android_build
     for tb in result.targets:
@@ -305,23 +364,26 @@ def test_unstripped_library_kept_for_the_size_report(android_build):
 
 # --------------------------------------------------------------------------- sizes
 
-def test_sizes_json_and_the_bar(android_build, aar):
+def test_sizes_json_and_the_bar(android_build, aar, prefab_aar):
     out, _ = android_build
     sizes = json.loads((out / "dist" / "android-sizes.json").read_text())
+    assert sizes["prefab_layout"] == "separate"
     assert sizes["aar"] == {"path": f"dist/{NAME}-{VERSION}.aar", "bytes": aar[0].stat().st_size}
+    assert sizes["prefab_aar"] == {"path": f"dist/{NAME}-prefab-{VERSION}.aar", "bytes": prefab_aar[0].stat().st_size}
     assert set(sizes["abis"]) == set(ABIS)
     infos = {i.filename: i for i in aar[2]}
     for abi, s in sizes["abis"].items():
         so = aar[1][f"jni/{abi}/libminirt.so"]
         assert s["so_bytes"] == len(so)
         assert s["so_deflated_bytes"] == infos[f"jni/{abi}/libminirt.so"].compress_size < len(so)
-    # The bar for MobileNetV2's op set.
+    # The bar for MobileNetV2's op set: arm64 library < 64 KB, the AAR with four ABIs < 150 KB.
     assert sizes["abis"]["arm64-v8a"]["so_bytes"] < 64 * 1024
+    assert sizes["aar"]["bytes"] < 150 * 1024
     libs = {abi: aar[1][f"jni/{abi}/libminirt.so"] for abi in ABIS}
-    java_only = android.deterministic_zip(android.aar_entries(libs, aar[1]["classes.jar"], b"", NAME, PACKAGE,
-                                                              VERSION, prefab=False))
-    assert len(java_only) < 150 * 1024
-    print(f"\nAAR {sizes['aar']['bytes']} B with prefab, {len(java_only)} B without; "
+    bundled = archive.zip_bytes(android.aar_entries(libs, aar[1]["classes.jar"], b"", NAME, PACKAGE, VERSION,
+                                                    prefab=True), directories=False)
+    print(f"\nAAR {sizes['aar']['bytes']} B, prefab AAR {sizes['prefab_aar']['bytes']} B "
+          f"(bundled in one: {len(bundled)} B); "
           + ", ".join(f"{a} {s['so_bytes']}/{s['so_deflated_bytes']}" for a, s in sizes["abis"].items()))
 
 

@@ -1,6 +1,7 @@
 /* Broadcast planning and the outer-dimension walk (see bcast.h). */
 #include "bcast.h"
 
+MRT_PREPARE_CODE
 int mrt_bcast_plan(mrt_bcast *p, const int64_t *ad, uint32_t an, const int64_t *bd, uint32_t bn,
                    const int64_t *yd, uint32_t yn, int exact) {
   size_t n[MRT_MAX_DIMS];

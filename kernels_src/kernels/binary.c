@@ -67,6 +67,7 @@ typedef struct bin_params {
   mrt_bcast plan[]; /* plan[0]: x0 op x1; plan[i]: y op x[i+1] */
 } bin_params;
 
+MRT_PREPARE_CODE
 mrt_status PREPARE(mrt_node *node, mrt_ctx *ctx) {
 #if defined(VARIADIC)
   mrt_status st = mrt_check_arity(ctx, node, 1, 0xffff, 1, 1);

@@ -14,6 +14,7 @@ typedef struct cat_params {
 } cat_params;
 
 /* `whole` is the concatenated tensor, pieces[0..n) the parts along `axis`. */
+MRT_PREPARE_CODE
 static mrt_status cat_plan(mrt_node *node, mrt_ctx *ctx, const mrt_tensor *whole,
                            mrt_tensor *const *pieces, uint32_t n, int64_t axis_attr,
                            cat_params **out) {
@@ -53,6 +54,7 @@ static mrt_status cat_plan(mrt_node *node, mrt_ctx *ctx, const mrt_tensor *whole
 
 #if defined(MRT_TYPE_float32) && defined(MRT_OP_Concat)
 
+MRT_PREPARE_CODE
 mrt_status mrt_concat_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = mrt_check_arity(ctx, node, 1, 0xffff, 1, 1);
   if (st) return st;
@@ -87,6 +89,7 @@ void mrt_concat_run_f32(const mrt_node *node, void *scratch) {
 
 #if defined(MRT_TYPE_float32) && defined(MRT_OP_Split)
 
+MRT_PREPARE_CODE
 mrt_status mrt_split_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = mrt_check_arity(ctx, node, 1, 2, 1, 0xffff);
   if (st) return st;

@@ -8,6 +8,7 @@
 #if defined(MRT_TYPE_float32)
 
 #if defined(MRT_OP_Conv)
+MRT_PREPARE_CODE
 mrt_status mrt_conv_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   return mrt_conv_core_prepare_f32(node, ctx, -__builtin_inff(), __builtin_inff());
 }
@@ -16,6 +17,7 @@ void mrt_conv_run_f32(const mrt_node *node, void *scratch) { mrt_conv_core_run_f
 #endif
 
 #if defined(MRT_OP_FusedConv)
+MRT_PREPARE_CODE
 mrt_status mrt_fusedconv_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   float lo, hi;
   const mrt_status st = mrt_sgemm_activation(ctx, node, &lo, &hi);

@@ -126,6 +126,7 @@ static const mrt_sgemm_kernel mrt_sgemm_default = {4, 4, 128, 1024, mrt_sgemm_ke
 /* AVX2 and FMA need CPU support and OS-saved ymm state (XCR0 bits 1-2).
  * cpuid rather than __builtin_cpu_supports, which needs libgcc/compiler-rt
  * state that Android builds do not link. */
+MRT_PREPARE_CODE
 static int mrt_cpu_has_avx2_fma(void) {
   unsigned a, b, c, d;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
@@ -140,6 +141,7 @@ static int mrt_cpu_has_avx2_fma(void) {
 }
 #endif
 
+MRT_PREPARE_CODE
 const mrt_sgemm_kernel *mrt_sgemm_kernel_select(void) {
 #if defined(__x86_64__)
   return mrt_cpu_has_avx2_fma() ? &mrt_sgemm_avx2 : &mrt_sgemm_sse;
@@ -183,10 +185,12 @@ static void mrt_sgemm_pack_strided(const float *data, size_t xs, size_t ks, floa
   }
 }
 
+MRT_PREPARE_CODE
 size_t mrt_sgemm_packed_a_size(const mrt_sgemm_kernel *kern, size_t m, size_t k) {
   return mrt_round_up(m, kern->mr) * k;
 }
 
+MRT_PREPARE_CODE
 size_t mrt_sgemm_packed_b_size(const mrt_sgemm_kernel *kern, size_t k, size_t n) {
   return mrt_round_up(n, kern->nr) * k;
 }
@@ -212,6 +216,7 @@ static size_t mrt_sgemm_b_block_floats(const mrt_sgemm_kernel *kern, size_t n, s
   return mrt_round_up(mrt_round_up(mrt_min(n, kern->nc), kern->nr) * mrt_min(k, MRT_SGEMM_KC), 16);
 }
 
+MRT_PREPARE_CODE
 size_t mrt_sgemm_scratch_size(const mrt_sgemm_kernel *kern, size_t m, size_t n, size_t k,
                               int a_packed, int b_packed) {
   size_t floats = 0;
@@ -334,6 +339,7 @@ void mrt_sgemm(const mrt_sgemm_kernel *kern, size_t m, size_t n, size_t k, const
   }
 }
 
+MRT_PREPARE_CODE
 mrt_status mrt_sgemm_activation(mrt_ctx *ctx, const mrt_node *node, float *lo, float *hi) {
   const float inf = __builtin_inff();
   *lo = -inf;
@@ -591,6 +597,7 @@ MRT_DW_PLANE(mrt_conv_dw_plane__avx2, __attribute__((target("avx2,fma"))), mrt_v
 MRT_DW_PLANE(mrt_conv_dw_plane, , mrt_v4f, 4)
 #endif
 
+MRT_PREPARE_CODE
 static int mrt_conv_int_attr_list(mrt_ctx *ctx, const mrt_node *node, const char *name,
                                   size_t want, int64_t minv, int64_t *out, int64_t dflt,
                                   mrt_status *st) {
@@ -616,6 +623,7 @@ static int mrt_conv_int_attr_list(mrt_ctx *ctx, const mrt_node *node, const char
   return 1;
 }
 
+MRT_PREPARE_CODE
 mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, float lo, float hi) {
   mrt_status st = mrt_check_arity(ctx, node, 2, 3, 1, 1);
   if (st != MRT_STATUS_OK) return st;
@@ -866,6 +874,7 @@ typedef struct mrt_gemm_params {
   float *packed_a, *packed_b;
 } mrt_gemm_params;
 
+MRT_PREPARE_CODE
 mrt_status mrt_gemm_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, float lo, float hi) {
   mrt_status st = mrt_check_arity(ctx, node, 2, 3, 1, 1);
   if (st != MRT_STATUS_OK) return st;

@@ -8,6 +8,7 @@
 #if defined(MRT_TYPE_float32)
 
 #if defined(MRT_OP_Gemm)
+MRT_PREPARE_CODE
 mrt_status mrt_gemm_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   return mrt_gemm_core_prepare_f32(node, ctx, -__builtin_inff(), __builtin_inff());
 }
@@ -16,6 +17,7 @@ void mrt_gemm_run_f32(const mrt_node *node, void *scratch) { mrt_gemm_core_run_f
 #endif
 
 #if defined(MRT_OP_FusedGemm)
+MRT_PREPARE_CODE
 mrt_status mrt_fusedgemm_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   float lo, hi;
   const mrt_status st = mrt_sgemm_activation(ctx, node, &lo, &hi);
@@ -39,6 +41,7 @@ typedef struct mrt_matmul_params {
   size_t packed_b_stride;
 } mrt_matmul_params;
 
+MRT_PREPARE_CODE
 mrt_status mrt_matmul_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = mrt_check_arity(ctx, node, 2, 2, 1, 1);
   if (st != MRT_STATUS_OK) return st;

@@ -6,6 +6,7 @@
 
 #if defined(MRT_TYPE_float32)
 
+MRT_PREPARE_CODE
 static mrt_status norm_check_xy(mrt_node *node, mrt_ctx *ctx, uint32_t nin, uint32_t max_out) {
   mrt_status st = mrt_check_arity(ctx, node, nin, nin, 1, max_out);
   if (st) return st;
@@ -31,6 +32,7 @@ typedef struct bn_params {
   float eps;
 } bn_params;
 
+MRT_PREPARE_CODE
 mrt_status mrt_batchnormalization_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = norm_check_xy(node, ctx, 5, 5);
   if (st) return st;
@@ -88,6 +90,7 @@ typedef struct in_params {
   float eps;
 } in_params;
 
+MRT_PREPARE_CODE
 mrt_status mrt_instancenormalization_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = norm_check_xy(node, ctx, 3, 1);
   if (st) return st;
@@ -132,6 +135,7 @@ typedef struct lrn_params {
   float alpha_over_size, beta, bias;
 } lrn_params;
 
+MRT_PREPARE_CODE
 mrt_status mrt_lrn_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = norm_check_xy(node, ctx, 1, 1);
   if (st) return st;

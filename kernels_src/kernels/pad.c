@@ -40,6 +40,7 @@ static int64_t pad_map(int64_t i, int64_t n, uint32_t mode) {
   }
 }
 
+MRT_PREPARE_CODE
 mrt_status mrt_pad_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = mrt_check_arity(ctx, node, 1, 4, 1, 1);
   if (st) return st;

@@ -36,6 +36,7 @@ static int64_t div_up(int64_t n, int64_t d) {
   return n >= 0 ? (n + d - 1) / d : -((-n) / d);
 }
 
+MRT_PREPARE_CODE
 static mrt_status pool_prepare(mrt_node *node, mrt_ctx *ctx, int max_outputs, int has_dilations,
                                pool_params **out) {
   mrt_status st = mrt_check_arity(ctx, node, 1, 1, 1, (uint32_t)max_outputs);
@@ -178,6 +179,7 @@ static inline void pool_separable(const pool_params *p, const float *x, float *y
 
 #if defined(MRT_OP_MaxPool)
 
+MRT_PREPARE_CODE
 mrt_status mrt_maxpool_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   pool_params *p;
   mrt_status st = pool_prepare(node, ctx, 2, 1, &p);
@@ -246,6 +248,7 @@ void mrt_maxpool_run_f32(const mrt_node *node, void *scratch) {
 
 #if defined(MRT_OP_AveragePool)
 
+MRT_PREPARE_CODE
 mrt_status mrt_averagepool_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   pool_params *p;
   mrt_status st = pool_prepare(node, ctx, 1, node->opset >= 19, &p);
@@ -268,6 +271,7 @@ typedef struct gpool_params {
   size_t planes, plane;
 } gpool_params;
 
+MRT_PREPARE_CODE
 static mrt_status gpool_prepare(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = mrt_check_arity(ctx, node, 1, 1, 1, 1);
   if (st) return st;
@@ -294,6 +298,7 @@ static mrt_status gpool_prepare(mrt_node *node, mrt_ctx *ctx) {
 #endif
 
 #if defined(MRT_OP_GlobalAveragePool)
+MRT_PREPARE_CODE
 mrt_status mrt_globalaveragepool_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   return gpool_prepare(node, ctx);
 }
@@ -316,6 +321,7 @@ void mrt_globalaveragepool_run_f32(const mrt_node *node, void *scratch) {
 #endif
 
 #if defined(MRT_OP_GlobalMaxPool)
+MRT_PREPARE_CODE
 mrt_status mrt_globalmaxpool_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   return gpool_prepare(node, ctx);
 }

@@ -10,6 +10,7 @@
 
 #if defined(MRT_TYPE_float32)
 
+MRT_PREPARE_CODE
 static mrt_status sh_check(mrt_node *node, mrt_ctx *ctx, uint32_t min_in, uint32_t max_in,
                            uint32_t max_out) {
   mrt_status st = mrt_check_arity(ctx, node, min_in, max_in, 1, max_out);
@@ -62,6 +63,7 @@ static mrt_status sh_axes(mrt_node *node, mrt_ctx *ctx, uint32_t attr_before, in
   }
 
 #if defined(MRT_OP_Reshape)
+MRT_PREPARE_CODE
 mrt_status mrt_reshape_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = sh_check(node, ctx, 1, 2, 1);
   if (st) return st;
@@ -106,6 +108,7 @@ COPY_RUN(reshape)
 #endif
 
 #if defined(MRT_OP_Flatten)
+MRT_PREPARE_CODE
 mrt_status mrt_flatten_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = sh_check(node, ctx, 1, 1, 1);
   if (st) return st;
@@ -122,6 +125,7 @@ COPY_RUN(flatten)
 #endif
 
 #if defined(MRT_OP_Squeeze)
+MRT_PREPARE_CODE
 mrt_status mrt_squeeze_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = sh_check(node, ctx, 1, 2, 1);
   if (st) return st;
@@ -152,6 +156,7 @@ COPY_RUN(squeeze)
 #endif
 
 #if defined(MRT_OP_Unsqueeze)
+MRT_PREPARE_CODE
 mrt_status mrt_unsqueeze_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = sh_check(node, ctx, 1, 2, 1);
   if (st) return st;
@@ -178,6 +183,7 @@ COPY_RUN(unsqueeze)
 #endif
 
 #if defined(MRT_OP_Identity)
+MRT_PREPARE_CODE
 mrt_status mrt_identity_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = sh_check(node, ctx, 1, 1, 1);
   if (st) return st;
@@ -188,6 +194,7 @@ COPY_RUN(identity)
 #endif
 
 #if defined(MRT_OP_Dropout)
+MRT_PREPARE_CODE
 mrt_status mrt_dropout_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = sh_check(node, ctx, 1, 3, 2);
   if (st) return st;

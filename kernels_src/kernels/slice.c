@@ -23,6 +23,7 @@ static int64_t sl_get(const mrt_node *node, const char *name, uint32_t in, uint3
   return mrt_int_at(node->inputs[in], i);
 }
 
+MRT_PREPARE_CODE
 mrt_status mrt_slice_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = mrt_check_arity(ctx, node, 1, 5, 1, 1);
   if (st) return st;

@@ -22,6 +22,7 @@ typedef struct sm_params {
   size_t outer, n, inner;
 } sm_params;
 
+MRT_PREPARE_CODE
 mrt_status PREPARE(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = mrt_check_arity(ctx, node, 1, 1, 1, 1);
   if (st) return st;

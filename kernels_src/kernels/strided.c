@@ -1,6 +1,7 @@
 /* Strided gather (see strided.h). */
 #include "strided.h"
 
+MRT_PREPARE_CODE
 void mrt_view_collapse(mrt_view *v) {
   uint32_t k = 0;
   for (uint32_t i = 0; i < v->ndim; i++) {

@@ -8,6 +8,7 @@
 
 #if defined(MRT_TYPE_float32) && defined(MRT_OP_Transpose)
 
+MRT_PREPARE_CODE
 mrt_status mrt_transpose_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = mrt_check_arity(ctx, node, 1, 1, 1, 1);
   if (st) return st;

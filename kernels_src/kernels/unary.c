@@ -61,6 +61,7 @@ typedef struct un_params {
   }
 
 /* One float input (plus max_in - 1 optional ones), one output of the same shape. */
+MRT_PREPARE_CODE
 static mrt_status un_check(mrt_node *node, mrt_ctx *ctx, uint32_t max_in) {
   mrt_status st = mrt_check_arity(ctx, node, 1, max_in, 1, 1);
   if (st) return st;
@@ -158,6 +159,7 @@ typedef struct clip_params {
 } clip_params;
 
 /* Opset 11+: min and max are optional scalar inputs, almost always constants. */
+MRT_PREPARE_CODE
 static mrt_status clip_limit(mrt_node *node, mrt_ctx *ctx, uint32_t i, float *v,
                              const mrt_tensor **dyn) {
   const mrt_tensor *t = mrt_in(node, i);
@@ -175,6 +177,7 @@ static mrt_status clip_limit(mrt_node *node, mrt_ctx *ctx, uint32_t i, float *v,
   return MRT_STATUS_OK;
 }
 
+MRT_PREPARE_CODE
 mrt_status mrt_clip_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = un_check(node, ctx, 3);
   if (st) return st;

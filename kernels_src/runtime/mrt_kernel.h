@@ -50,6 +50,17 @@ float fabsf(float x);
 #define MRT_RESTRICT restrict
 #define MRT_UNUSED(x) ((void)(x))
 
+/* Marks code that runs once per session (prepare and its helpers): compiled
+ * for size even inside a `speed` kernel, whose -O2 is meant for run(). */
+#if defined(__has_attribute)
+#if __has_attribute(minsize)
+#define MRT_PREPARE_CODE __attribute__((minsize))
+#endif
+#endif
+#ifndef MRT_PREPARE_CODE
+#define MRT_PREPARE_CODE
+#endif
+
 /* Attribute types (ONNX AttributeProto.AttributeType values). */
 typedef enum mrt_attr_type {
   MRT_ATTR_FLOAT = 1,

@@ -1,5 +1,6 @@
 """Android: libminirt.so for arm64-v8a, armeabi-v7a, x86 and x86_64, packaged as an AAR
-with the Java API (ai.minibuild.minirt), its JNI glue and a prefab package for CMake.
+with the Java API (ai.minibuild.minirt) and its JNI glue, plus a prefab package for
+CMake (by default in an AAR of its own: see PREFAB_LAYOUTS).
 
 No NDK. Zig compiles the objects for the Android triples but carries no Android
 libc, so it will not link an Android .so. Instead each ABI gets stub `libc.so` and
@@ -30,12 +31,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import buildinfo, __version__, resources, toolchain
+from .. import archive, buildinfo, __version__, resources, toolchain
 from ..errors import BuildError
 from ..fsutil import write_if_changed
 from ..toolchain import ZIG, Target
@@ -72,9 +72,8 @@ _ABIS = {
     # ARMv8-A + NEON: zig's baseline for aarch64.
     "arm64-v8a": ("aarch64-linux-android", "aarch64", ()),
     "armeabi-v7a": ("arm-linux-androideabi", "arm", ARMV7_CFLAGS),
-    # i686 + SSSE3 as the Android x86 ABI says; before API 24 the stack is only
-    # 4-byte aligned on entry from Java/Dalvik code, hence -mstackrealign (as the NDK).
-    "x86": ("x86-linux-android", "x86", ("-mcpu=i686+ssse3", "-mstackrealign")),
+    # i686 + SSSE3 as the Android x86 ABI says.
+    "x86": ("x86-linux-android", "x86", ("-mcpu=i686+ssse3",)),
     # x86-64 + SSE4.2 + POPCNT, the Android x86_64 ABI.
     "x86_64": ("x86_64-linux-android", "x86_64", ("-mcpu=x86_64_v2",)),
 }
@@ -153,6 +152,11 @@ def extra_objects(target: Target) -> list[dict]:
     jdk = find_jdk()
     # Host builds have glibc headers from zig; Android ones already see musl's (arch_cflags).
     cflags = [f for inc in jdk.include for f in ("-isystem", str(inc))]
+    if target.platform == "android" and target.abi == "x86":
+        # Before API 24 the stack is only 4-byte aligned on entry from Java code. The JNI
+        # entry points realign it; everything they call then runs aligned, so the rest of
+        # the library does without the NDK's blanket -mstackrealign (and its bytes).
+        cflags.append("-mstackrealign")
     return [{"source": str(_android_dir("jni", "minirt_jni.c")), "target": "obj/jni/minirt_jni.o", "speed": False,
              "defines": [], "label": "minirt_jni.c", "role": ["binding", "jni"], "cflags": cflags}]
 
@@ -220,7 +224,11 @@ def link_steps(target: Target, tdir: Path) -> list[dict]:
     cmd = [*ZIG, "ld.lld", "-shared", "--soname", target.library, "-o", "$TARGET", "$SOURCES",
            "--as-needed", *stub_libs, rt_obj,
            "-z", f"max-page-size={PAGE_SIZE}", "--build-id=sha1", "--gc-sections", "--icf=safe",
-           f"--version-script={vs}", "-z", "noexecstack", "-z", "now", "-z", "relro", "--hash-style=both",
+           f"--version-script={vs}", "-z", "noexecstack", "-z", "now", "-z", "relro",
+           # SysV hash only: the one every API level reads (GNU hash needs API 23), and
+           # with ~30 exports lookup speed is moot. -Bsymbolic-functions binds the library's
+           # calls to its own exported C API directly, not through the PLT.
+           "--hash-style=sysv", "-Bsymbolic-functions",
            # Every symbol must resolve now (against the stubs): a missing one would
            # otherwise surface as a dlopen failure on a device.
            "-z", "defs", "--no-undefined-version", "--warn-shared-textrel", "--fatal-warnings"]
@@ -258,29 +266,13 @@ def compile_java(out_dir: Path, jdk: Jdk | None = None) -> bytes:
         entries = {"META-INF/MANIFEST.MF": b"Manifest-Version: 1.0\r\nCreated-By: minibuild\r\n\r\n"}
         for f in sorted(Path(tmp).rglob("*.class")):
             entries[f.relative_to(tmp).as_posix()] = f.read_bytes()
-    data = deterministic_zip(entries)
+    data = archive.zip_bytes(entries, directories=False, sorted_entries=False)
     write_if_changed(jar, data)
     write_if_changed(stamp, key.hexdigest())
     return data
 
 
 # --------------------------------------------------------------------------- AAR
-
-ZIP_DATE = (1980, 1, 1, 0, 0, 0)   # fixed: the archive's bytes depend on its contents only
-
-
-def deterministic_zip(entries: dict[str, bytes]) -> bytes:
-    """A zip of `entries`, sorted by name, fixed timestamps and permissions, deflate -9."""
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        for name in sorted(entries):
-            info = zipfile.ZipInfo(name, date_time=ZIP_DATE)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.create_system = 3          # unix, whatever the host
-            info.external_attr = 0o644 << 16
-            z.writestr(info, entries[name], compresslevel=9)
-    return buf.getvalue()
-
 
 def deflated_size(data: bytes) -> int:
     """What `data` takes as a deflate -9 zip entry (zipfile's raw deflate stream)."""
@@ -331,30 +323,34 @@ def _json(obj) -> bytes:
     return (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode()
 
 
-def aar_entries(libraries: dict[str, bytes], classes_jar: bytes, header: bytes, name: str, package: str,
-                prefab_version: str, prefab: bool = True, build_info: bytes = b"") -> dict[str, bytes]:
-    """Everything inside the AAR. `libraries`: ABI -> stripped libminirt.so. jni/ serves
-    Java/Kotlin apps (AGP packages it into the APK), prefab/ serves CMake/ndk-build
-    (link time); each needs its own copy, so `prefab=False` halves the AAR."""
+# Where the prefab package (C/C++ consumers) goes. jni/ and prefab/ each need their own
+# copy of every .so, and AGP packages both into an app that links the prefab target, which
+# then fails with "2 files found with path 'lib/<abi>/libminirt.so'" unless the app adds a
+# pickFirst. So by default the prefab package ships as a second AAR, NAME-prefab-VERSION.aar:
+# Java/Kotlin apps take the first, C/C++ apps the second, and neither carries bytes it
+# does not use.
+PREFAB_LAYOUTS = ("separate", "bundled", "none")
+
+
+def _aar_common(package: str, classes_jar: bytes, build_info: bytes) -> dict[str, bytes]:
     e = {
         "AndroidManifest.xml": manifest_xml(package).encode(),
         "classes.jar": classes_jar,
         "R.txt": b"",
-        "proguard.txt": PROGUARD.encode(),
         "META-INF/com/android/build/gradle/aar-metadata.properties": AAR_METADATA.encode(),
     }
     if build_info:
         # Runtime version and manifest hash: ties the AAR to the model set it serves.
         e["META-INF/minirt/build_info.json"] = build_info
-    for abi, so in sorted(libraries.items()):
-        e[f"jni/{abi}/libminirt.so"] = so
-    if not prefab:
-        return e
+    return e
+
+
+def _prefab_entries(libraries: dict[str, bytes], header: bytes, name: str, prefab_version: str) -> dict[str, bytes]:
     # Prefab (AGP `buildFeatures { prefab true }`): find_package(<name>) -> <name>::minirt.
-    e["prefab/prefab.json"] = _json({"schema_version": 2, "name": name, "version": prefab_version,
-                                     "dependencies": []})
-    e["prefab/modules/minirt/module.json"] = _json({"export_libraries": [], "android": {}})
-    e["prefab/modules/minirt/include/minirt.h"] = header
+    e = {"prefab/prefab.json": _json({"schema_version": 2, "name": name, "version": prefab_version,
+                                      "dependencies": []}),
+         "prefab/modules/minirt/module.json": _json({"export_libraries": [], "android": {}}),
+         "prefab/modules/minirt/include/minirt.h": header}
     for abi, so in sorted(libraries.items()):
         d = f"prefab/modules/minirt/libs/android.{abi}"
         # "ndk": the NDK major version the library is compatible with; it is built
@@ -364,13 +360,43 @@ def aar_entries(libraries: dict[str, bytes], classes_jar: bytes, header: bytes, 
     return e
 
 
+def aar_entries(libraries: dict[str, bytes], classes_jar: bytes, header: bytes, name: str, package: str,
+                prefab_version: str, prefab: bool = False, build_info: bytes = b"") -> dict[str, bytes]:
+    """Everything inside the main AAR. `libraries`: ABI -> stripped libminirt.so, in
+    jni/ for Java/Kotlin apps (AGP packages it into the APK); `prefab=True` also puts
+    the prefab package inside (the "bundled" layout)."""
+    e = _aar_common(package, classes_jar, build_info)
+    e["proguard.txt"] = PROGUARD.encode()
+    for abi, so in sorted(libraries.items()):
+        e[f"jni/{abi}/libminirt.so"] = so
+    if prefab:
+        e.update(_prefab_entries(libraries, header, name, prefab_version))
+    return e
+
+
+def prefab_aar_entries(libraries: dict[str, bytes], header: bytes, name: str, package: str, prefab_version: str,
+                       build_info: bytes = b"") -> dict[str, bytes]:
+    """The prefab AAR of the "separate" layout: headers and libraries for CMake/ndk-build,
+    no Java. Its manifest package is PACKAGE.prefab, as two libraries in one app may not
+    share a namespace."""
+    jar = archive.zip_bytes({"META-INF/MANIFEST.MF": b"Manifest-Version: 1.0\r\nCreated-By: minibuild\r\n\r\n"},
+                            directories=False)
+    e = _aar_common(f"{package}.prefab", jar, build_info)
+    e.update(_prefab_entries(libraries, header, name, prefab_version))
+    return e
+
+
 def package(ctx) -> list[Path]:
-    """OUT/dist/<name>-<version>.aar, the converted models beside it, and
-    OUT/dist/android-sizes.json (per-ABI .so raw and deflated bytes, the AAR's bytes)."""
+    """OUT/dist/<name>-<version>.aar (and <name>-prefab-<version>.aar in the "separate"
+    prefab layout), the converted models beside it, and OUT/dist/android-sizes.json
+    (per-ABI .so raw and deflated bytes, each AAR's bytes)."""
     opts = ctx.opts
     name = getattr(opts, "android_name", "minirt")
     package_name = getattr(opts, "android_package", JAVA_PACKAGE)
     version = getattr(opts, "package_version", __version__)
+    layout = getattr(opts, "android_prefab", "separate")
+    if layout not in PREFAB_LAYOUTS:
+        raise ValueError(f"--android-prefab {layout!r}: expected one of {', '.join(PREFAB_LAYOUTS)}")
     prefab_version = _check_names(name, package_name, version)
     dist = ctx.out / "dist"
     builds = [tb for tb in ctx.builds if tb.target.abi in TARGETS]
@@ -378,14 +404,24 @@ def package(ctx) -> list[Path]:
     classes = compile_java(ctx.out / "build" / "android-java")
     header = resources.path("kernels_src", "include", "minirt.h").read_bytes()
     info = buildinfo.to_json(buildinfo.build_info(ctx, platform="android", abis=sorted(libraries)))
-    data = deterministic_zip(aar_entries(libraries, classes, header, name, package_name, prefab_version,
-                                         prefab=getattr(opts, "android_prefab", True), build_info=info))
-    aar = write_if_changed(dist / f"{name}-{version}.aar", data)
-    files = [aar]
+    aars = {"aar": (f"{name}-{version}.aar",
+                    aar_entries(libraries, classes, header, name, package_name, prefab_version,
+                                prefab=layout == "bundled", build_info=info))}
+    # A layout change must not leave the other layout's prefab AAR behind.
+    stale = dist / f"{name}-prefab-{version}.aar"
+    if layout == "separate":
+        aars["prefab_aar"] = (stale.name, prefab_aar_entries(libraries, header, name, package_name, prefab_version,
+                                                              build_info=info))
+    elif stale.exists():
+        stale.unlink()
+    files, sizes = [], {"prefab_layout": layout}
+    for key, (fname, entries) in aars.items():
+        data = archive.zip_bytes(entries, directories=False)
+        files.append(write_if_changed(dist / fname, data))
+        sizes[key] = {"path": files[-1].relative_to(ctx.out).as_posix(), "bytes": len(data)}
     for _, path in sorted(ctx.model_files.items()):
         files.append(write_if_changed(dist / Path(path).name, Path(path).read_bytes()))
-    sizes = {"aar": {"path": aar.relative_to(ctx.out).as_posix(), "bytes": len(data)},
-             "abis": {abi: {"so_bytes": len(so), "so_deflated_bytes": deflated_size(so)}
-                      for abi, so in sorted(libraries.items())}}
+    sizes["abis"] = {abi: {"so_bytes": len(so), "so_deflated_bytes": deflated_size(so)}
+                     for abi, so in sorted(libraries.items())}
     files.append(write_if_changed(dist / "android-sizes.json", _json(sizes)))
     return files
