@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from minibuild import toolchain
+
 ort = pytest.importorskip("onnxruntime")
 testing = pytest.importorskip("minibuild.testing")
 
@@ -192,3 +194,49 @@ def test_conv_resnet_block_shapes():
              helper.make_node("Conv", ["u", "w2", "b2"], ["y"])]
     consts = {"w1": randn(64, 64, 3, 3) * 0.1, "b1": randn(64), "w2": randn(256, 64, 1, 1) * 0.1, "b2": randn(256)}
     check(model_of(nodes, feeds, consts), feeds)
+
+
+# --- every x86_64 micro-kernel family on this machine ----------------------------------
+
+def _cpu_has_avx2_fma() -> bool:
+    try:
+        flags = next(l for l in open("/proc/cpuinfo") if l.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return False
+    return {"avx2", "fma"} <= set(flags)
+
+
+x86_only = pytest.mark.skipif(toolchain.host_abi() != "x86_64",
+                              reason="MINIRT_MAX_CPU_ISA selects among x86_64 micro-kernels")
+
+
+@x86_only
+@pytest.mark.parametrize("case", range(6))
+def test_sse_kernels(case, monkeypatch):
+    """MINIRT_MAX_CPU_ISA=sse runs the SSE tiles and depthwise planes that a CPU
+    without AVX2 gets; they must match onnxruntime as well."""
+    monkeypatch.setenv("MINIRT_MAX_CPU_ISA", "sse")
+    if case < 3:
+        m, n, k = [(7, 17, 257), (13, 33, 600), (130, 70, 30)][case]
+        feeds = {"a": randn(m, k)}
+        nodes, extra = with_activation("Gemm", ["a", "b", "c"], "Relu" if case == 1 else None, transB=1)
+        check(model_of(nodes, feeds, {"b": randn(n, k), "c": randn(n), **extra}), feeds)
+    else:
+        x_shape, w_shape, attrs = [CONV_CASES[i] for i in (2, 12, 4)][case - 3]
+        feeds = {"x": randn(*x_shape)}
+        nodes, extra = with_activation("Conv", ["x", "w", "b"], (0.0, 6.0), **attrs)
+        check(model_of(nodes, feeds, {"w": randn(*w_shape), "b": randn(w_shape[0]), **extra}), feeds)
+
+
+@x86_only
+@pytest.mark.skipif(not _cpu_has_avx2_fma(), reason="needs a CPU with AVX2 and FMA")
+def test_isa_cap_switches_the_path(monkeypatch):
+    """The cap really changes the code that runs: the AVX2 tiles fuse multiply-add,
+    the SSE ones round twice, so a long dot product differs in its last bits."""
+    feeds = {"a": randn(6, 4000)}
+    model = model_of([helper.make_node("MatMul", ["a", "b"], ["y"])], feeds, {"b": randn(4000, 16)})
+    best = testing.run_with_minirt(model, feeds)[0]
+    monkeypatch.setenv("MINIRT_MAX_CPU_ISA", "sse")
+    sse = testing.run_with_minirt(model, feeds)[0]
+    np.testing.assert_allclose(sse, best, rtol=1e-4, atol=1e-3)
+    assert not np.array_equal(sse, best)

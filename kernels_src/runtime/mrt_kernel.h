@@ -32,6 +32,7 @@ void *memcpy(void *restrict dst, const void *restrict src, size_t n);
 void *memmove(void *dst, const void *src, size_t n);
 void *memset(void *dst, int c, size_t n);
 int strcmp(const char *a, const char *b);
+char *getenv(const char *name);
 float expf(float x);
 float logf(float x);
 float sqrtf(float x);

@@ -28,6 +28,9 @@ STUB(strcmp)
 STUB(strncmp)
 STUB(strchr)
 
+/* environment (MINIRT_MAX_CPU_ISA on x86_64) */
+STUB(getenv)
+
 /* formatted messages, model files */
 STUB(snprintf)
 STUB(vsnprintf)
