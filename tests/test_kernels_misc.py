@@ -149,6 +149,12 @@ def test_dropout_inference_copies():
     ((1, 3, 10, 7), dict(kernel_shape=[3, 3], auto_pad="VALID")),
     ((2, 3, 19), dict(kernel_shape=[4], strides=[3], pads=[1, 2])),
     ((1, 2, 6, 7, 8), dict(kernel_shape=[2, 3, 2], strides=[2, 2, 3], pads=[0, 1, 1, 1, 0, 1])),
+    # Stride 1 in H and W takes the flat form (padded plane, one vector run).
+    ((1, 6, 14, 14), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])),
+    ((2, 3, 5, 9), dict(kernel_shape=[2, 4], pads=[0, 3, 1, 0], dilations=[2, 1])),
+    ((1, 4, 7, 7), dict(kernel_shape=[7, 7])),
+    ((1, 3, 6, 5), dict(kernel_shape=[3, 3], auto_pad="SAME_LOWER")),
+    ((1, 2, 23), dict(kernel_shape=[5], pads=[2, 4])),
 ])
 def test_maxpool(shape, attrs):
     x = randn(*shape)
@@ -162,6 +168,12 @@ def test_maxpool(shape, attrs):
     ((1, 3, 10, 7), dict(kernel_shape=[3, 2], strides=[2, 2], auto_pad="SAME_UPPER")),
     ((2, 3, 19), dict(kernel_shape=[4], strides=[3], pads=[1, 2])),
     ((1, 2, 6, 7, 8), dict(kernel_shape=[2, 3, 2], strides=[1, 2, 3], pads=[1, 1, 0, 0, 1, 1])),
+    # The flat form (stride 1 in H and W): per-output divisors at the borders.
+    ((1, 6, 14, 14), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])),
+    ((2, 3, 5, 9), dict(kernel_shape=[3, 4], pads=[2, 3, 1, 0])),
+    ((1, 3, 9, 8), dict(kernel_shape=[3, 2], auto_pad="SAME_UPPER")),
+    ((1, 5, 7, 7), dict(kernel_shape=[7, 7])),
+    ((1, 2, 23), dict(kernel_shape=[5], pads=[2, 4], strides=[1])),
 ])
 def test_averagepool(shape, attrs, include_pad):
     x = randn(*shape)

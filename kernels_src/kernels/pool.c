@@ -28,12 +28,95 @@ typedef struct pool_params {
   int64_t dil[3];
   pool_tap *tap[3];        /* tap[a][o] for o < out[a] */
   int64_t istride[3];      /* MaxPool Indices: flat-index stride of each axis */
+  int64_t wk, ws;          /* width kernel and stride */
+  int64_t kh, dh, pt, pl;  /* height kernel and dilation, top and left pads */
   int count_include_pad;
+  /* Flat form (2-D or 1-D, stride 1 in H and W): see pool_flat. */
+  int flat;
+  size_t rh, rw;           /* padded plane: rows, row width */
+  size_t nflat;            /* outputs computed in row-width space, a multiple of 8 */
+  int32_t *off;            /* tap offsets in the padded plane */
+  float *div;              /* AveragePool: per-output divisor (+inf when no tap counts) */
 } pool_params;
+
+#define POOL_VL 8
+typedef float pool_vec __attribute__((vector_size(POOL_VL * sizeof(float))));
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_elementwise_max)
+#define POOL_VMAX(x, y) __builtin_elementwise_max(x, y)
+#endif
+#endif
+#ifndef POOL_VMAX
+static inline pool_vec pool_vmax(pool_vec x, pool_vec y) {
+  for (int i = 0; i < POOL_VL; i++) x[i] = y[i] > x[i] ? y[i] : x[i];
+  return x;
+}
+#define POOL_VMAX(x, y) pool_vmax(x, y)
+#endif
 
 /* Division rounding towards +inf for a > 0 divisor. */
 static int64_t div_up(int64_t n, int64_t d) {
   return n >= 0 ? (n + d - 1) / d : -((-n) / d);
+}
+
+/*
+ * Flat form, for stride 1 in H and W (the "same" 3x3 pools of Inception, and
+ * windows as large as the plane): each plane is copied into scratch inside a
+ * border of the pool's identity (-inf or 0), so every output's window lies in
+ * the buffer and output (oh, ow) is an op over buf[oh * rw + ow + off[t]]. The
+ * outputs are then computed as one run over oh * rw + ow, POOL_VL at a time,
+ * whole rows of padding included, and the valid columns copied out. No edge
+ * cases, no short loops.
+ */
+MRT_PREPARE_CODE
+static mrt_status pool_flat_prepare(mrt_node *node, mrt_ctx *ctx, pool_params *p) {
+  const size_t oh = (size_t)p->out[1], ow = (size_t)p->out[2];
+  const size_t kh = (size_t)p->kh, kw = (size_t)p->wk, dh = (size_t)p->dh, dw = (size_t)p->dil[2];
+  p->rw = ow + (kw - 1) * dw;
+  p->rh = oh + (kh - 1) * dh;
+  p->nflat = (oh * p->rw + POOL_VL - 1) / POOL_VL * POOL_VL;
+  if ((p->rh + 1) * p->rw + POOL_VL > INT32_MAX) return MRT_STATUS_OK; /* stays on the row form */
+  p->off = mrt_ctx_alloc(ctx, kh * kw * sizeof *p->off);
+  if (!p->off) return mrt_ctx_error(ctx, node, MRT_STATUS_OUT_OF_MEMORY, "out of memory");
+  for (size_t i = 0; i < kh; i++)
+    for (size_t j = 0; j < kw; j++) p->off[i * kw + j] = (int32_t)(i * dh * p->rw + j * dw);
+  p->flat = 1;
+  return MRT_STATUS_OK;
+}
+
+/* Floats of scratch the flat form needs: the padded plane (with room for the
+ * last vector's reads past its end) and the outputs in row-width space. */
+static size_t pool_flat_scratch(const pool_params *p) {
+  return (p->rh + 1) * p->rw + POOL_VL + p->nflat;
+}
+
+static inline void pool_flat(const pool_params *p, const float *x, float *y, float *buf, const int is_max) {
+  const size_t h = (size_t)p->in[1], w = (size_t)p->in[2], oh = (size_t)p->out[1], ow = (size_t)p->out[2];
+  const size_t rw = p->rw, rh = p->rh, ntaps = (size_t)(p->kh * p->wk);
+  const size_t nbuf = (rh + 1) * rw + POOL_VL;
+  float *tmp = buf + nbuf;
+  const float fill = is_max ? NEG_INF : 0.0f;
+  for (size_t i = 0; i < nbuf; i++) buf[i] = fill;
+  /* Input rows and columns that land in the buffer. */
+  const size_t r0 = p->pt, r1 = p->pt + h < rh ? p->pt + h : rh;
+  const size_t c0 = p->pl, c1 = p->pl + w < rw ? p->pl + w : rw;
+  for (size_t c = 0; c < p->planes; c++, x += h * w, y += oh * ow) {
+    if (c1 > c0)
+      for (size_t r = r0; r < r1; r++) memcpy(buf + r * rw + c0, x + (r - p->pt) * w, (c1 - c0) * sizeof(float));
+    for (size_t f = 0; f < p->nflat; f += POOL_VL) {
+      pool_vec m;
+      memcpy(&m, buf + f + p->off[0], sizeof m);
+      for (size_t t = 1; t < ntaps; t++) {
+        pool_vec v;
+        memcpy(&v, buf + f + p->off[t], sizeof v);
+        m = is_max ? POOL_VMAX(m, v) : m + v;
+      }
+      memcpy(tmp + f, &m, sizeof m);
+    }
+    for (size_t r = 0; r < oh; r++) memcpy(y + r * ow, tmp + r * rw, ow * sizeof(float));
+    if (!is_max)
+      for (size_t i = 0; i < oh * ow; i++) y[i] /= p->div[i];
+  }
 }
 
 MRT_PREPARE_CODE
@@ -123,7 +206,13 @@ static mrt_status pool_prepare(mrt_node *node, mrt_ctx *ctx, int max_outputs, in
       t[i].nincl = (int32_t)u1;
     }
     p->tap[a] = t;
+    if (a == 1) p->kh = kk, p->dh = d, p->pt = pb;
+    if (a == 1 && s != 1) p->flat = -1;
+    if (a == 2) p->wk = kk, p->ws = s, p->pl = pb;
   }
+  if (p->in[0] == 1 && p->out[0] == 1 && p->flat == 0 && p->ws == 1 &&
+      (st = pool_flat_prepare(node, ctx, p)) != MRT_STATUS_OK)
+    return st;
   *out = p;
   return MRT_STATUS_OK;
 }
@@ -184,7 +273,7 @@ mrt_status mrt_maxpool_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   pool_params *p;
   mrt_status st = pool_prepare(node, ctx, 2, 1, &p);
   if (st) return st;
-  mrt_ctx_request_scratch(ctx, (size_t)p->in[2] * sizeof(float));
+  mrt_ctx_request_scratch(ctx, (p->flat == 1 ? pool_flat_scratch(p) : (size_t)p->in[2]) * sizeof(float));
   const mrt_tensor *ind = mrt_out(node, 1);
   if (ind) {
     if (ind->dtype != MRT_DTYPE_INT64 || !mrt_same_dims(ind, node->outputs[0]))
@@ -209,7 +298,10 @@ void mrt_maxpool_run_f32(const mrt_node *node, void *scratch) {
   float *y = node->outputs[0]->data;
   const mrt_tensor *ind_t = mrt_out(node, 1);
   if (!ind_t) {
-    pool_separable(p, x, y, scratch, 1);
+    if (p->flat == 1)
+      pool_flat(p, x, y, scratch, 1);
+    else
+      pool_separable(p, x, y, scratch, 1);
     return;
   }
   /* With Indices: the direct form, tracking where each maximum came from. */
@@ -254,13 +346,28 @@ mrt_status mrt_averagepool_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = pool_prepare(node, ctx, 1, node->opset >= 19, &p);
   if (st) return st;
   p->count_include_pad = mrt_attr_int(node, "count_include_pad", 0) != 0;
-  mrt_ctx_request_scratch(ctx, (size_t)p->in[2] * sizeof(float));
+  if (p->flat == 1) {
+    const size_t oh = (size_t)p->out[1], ow = (size_t)p->out[2];
+    p->div = mrt_ctx_alloc(ctx, oh * ow * sizeof *p->div);
+    if (!p->div) return mrt_ctx_error(ctx, node, MRT_STATUS_OUT_OF_MEMORY, "out of memory");
+    for (size_t i = 0; i < oh; i++)
+      for (size_t j = 0; j < ow; j++) {
+        const pool_tap th = p->tap[1][i], tw = p->tap[2][j];
+        const int32_t cnt = p->count_include_pad ? th.nincl * tw.nincl : th.n * tw.n;
+        p->div[i * ow + j] = cnt > 0 ? (float)cnt : __builtin_inff(); /* sum of padding / inf = 0 */
+      }
+  }
+  mrt_ctx_request_scratch(ctx, (p->flat == 1 ? pool_flat_scratch(p) : (size_t)p->in[2]) * sizeof(float));
   node->params = p;
   return MRT_STATUS_OK;
 }
 
 void mrt_averagepool_run_f32(const mrt_node *node, void *scratch) {
-  pool_separable(node->params, node->inputs[0]->data, node->outputs[0]->data, scratch, 0);
+  const pool_params *p = node->params;
+  if (p->flat == 1)
+    pool_flat(p, node->inputs[0]->data, node->outputs[0]->data, scratch, 0);
+  else
+    pool_separable(p, node->inputs[0]->data, node->outputs[0]->data, scratch, 0);
 }
 
 #endif /* AveragePool */
