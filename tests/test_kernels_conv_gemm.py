@@ -154,6 +154,8 @@ CONV_CASES = [
     ((1, 3, 5, 6, 7), (4, 3, 3, 3, 3), dict(pads=[1, 1, 1, 1, 1, 1])),         # 3-D
     ((2, 4, 4, 5, 6), (6, 2, 2, 3, 1), dict(group=2, strides=[2, 1, 2], dilations=[1, 2, 1])),
     ((1, 4, 3, 6, 7), (4, 1, 1, 3, 3), dict(group=4, pads=[0, 1, 1, 0, 1, 1])),  # 3-D depthwise-shaped
+    ((1, 2, 9, 9), (3, 2, 3, 3), dict(strides=[4, 4], pads=[1, 1, 0, 0])),      # trailing input never read
+    ((1, 2, 4, 1), (3, 2, 1, 1), dict(strides=[1, 5], pads=[0, 3, 0, 0])),      # a column only of padding
 ]
 
 

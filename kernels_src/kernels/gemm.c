@@ -390,13 +390,6 @@ mrt_status mrt_sgemm_activation(mrt_ctx *ctx, const mrt_node *node, float *lo, f
  */
 enum { MRT_CONV_GEMM = 0, MRT_CONV_DEPTHWISE = 1, MRT_CONV_IM2COL = 2 };
 
-/* One im2col row k = (channel, kz, ky, kx): where it reads, relative to the
- * group's first input channel and to the output position's origin. */
-typedef struct mrt_conv_krow {
-  size_t chan_off; /* channel * in_pix */
-  int32_t z, y, x; /* k * dilation - pad_begin, per axis */
-} mrt_conv_krow;
-
 typedef struct mrt_conv_params {
   const mrt_sgemm_kernel *kern;
   int path;
@@ -408,7 +401,12 @@ typedef struct mrt_conv_params {
   float lo, hi;
   float *packed_w;         /* per group, packed_w_stride floats each; NULL: pack at run */
   size_t packed_w_stride;
-  mrt_conv_krow *krows;    /* im2col: kdim rows */
+  /* im2col reads a zero-padded copy of the group's input (or the input itself
+   * when no tap falls outside it): planes of xp[0] x xp[1] x xp[2]. */
+  size_t xp[3];
+  int pad_copy;            /* 1: copy into scratch at pad_off, pad_floats floats */
+  size_t pad_off, pad_floats;
+  size_t *kofs;            /* im2col row k = (channel, kz, ky, kx): its offset in that buffer */
 } mrt_conv_params;
 
 typedef struct mrt_im2col_ctx {
@@ -419,18 +417,17 @@ typedef struct mrt_im2col_ctx {
 /*
  * Custom B packer: writes im2col columns j0..j0+nc for rows k0..k0+kc
  * straight into nr-wide panels, so the full im2col matrix never exists.
- * Columns of a panel are split in runs that share one output row; along a
- * run, stride-1 taps read contiguous input.
+ * Columns of a panel are split in runs that share one output row; the input
+ * is padded (see mrt_conv_params.xp), so a run is a plain copy: contiguous for
+ * stride 1, every sx-th float otherwise, with no bounds to check.
  */
 static void mrt_conv_im2col_pack(const void *vctx, size_t k0, size_t kc, size_t j0, size_t nc,
                                  size_t nr, float *MRT_RESTRICT dst) {
   const mrt_im2col_ctx *ic = (const mrt_im2col_ctx *)vctx;
   const mrt_conv_params *p = ic->p;
-  const size_t ow = p->out[2], oh = p->out[1];
-  const ptrdiff_t id = (ptrdiff_t)p->in[0], ih = (ptrdiff_t)p->in[1], iw = (ptrdiff_t)p->in[2];
-  const ptrdiff_t sz = (ptrdiff_t)p->s[0], sy = (ptrdiff_t)p->s[1], sx = (ptrdiff_t)p->s[2];
-  size_t run_col[64], run_len[64];
-  ptrdiff_t run_z[64], run_y[64], run_x[64];
+  const size_t ow = p->out[2], oh = p->out[1], sx = p->s[2];
+  const size_t zstep = p->s[0] * p->xp[1] * p->xp[2], ystep = p->s[1] * p->xp[2];
+  size_t run_col[64], run_len[64], run_base[64];
   for (size_t pc = 0; pc < nc; pc += nr, dst += nr * kc) {
     const size_t pw = mrt_min(nr, nc - pc);
     size_t nruns = 0;
@@ -439,58 +436,48 @@ static void mrt_conv_im2col_pack(const void *vctx, size_t k0, size_t kc, size_t 
       const size_t len = mrt_min(ow - ox, pw - col);
       run_col[nruns] = col;
       run_len[nruns] = len;
-      run_z[nruns] = (ptrdiff_t)(row / oh) * sz;
-      run_y[nruns] = (ptrdiff_t)(row % oh) * sy;
-      run_x[nruns] = (ptrdiff_t)ox * sx;
+      run_base[nruns] = (row / oh) * zstep + (row % oh) * ystep + ox * sx;
       ++nruns;
       col += len;
     }
     for (size_t q = 0; q < kc; ++q) {
-      const mrt_conv_krow kr = p->krows[k0 + q];
+      const float *src = ic->x + p->kofs[k0 + q];
       float *d = dst + q * nr;
       for (size_t r = 0; r < nruns; ++r) {
         float *dr = d + run_col[r];
+        const float *s = src + run_base[r];
         const size_t len = run_len[r];
-        const ptrdiff_t iz = run_z[r] + kr.z, iy = run_y[r] + kr.y, ix0 = run_x[r] + kr.x;
-        if (iz < 0 || iz >= id || iy < 0 || iy >= ih) {
-          for (size_t t = 0; t < len; ++t) dr[t] = 0.0f;
-          continue;
-        }
-        const float *src = ic->x + kr.chan_off + (size_t)(iz * ih + iy) * (size_t)iw;
-        if (ix0 >= 0 && ix0 + (ptrdiff_t)(len - 1) * sx < iw) {
-          /* The whole run is inside the row (the common case): full AVX2
-           * panels go in 16-column chunks of fixed-size copies the
-           * compiler turns into a few vector moves (shuffles for stride 2). */
-          const float *s = src + ix0;
-          if (len % 16 == 0 && sx == 1) {
-            for (size_t c0 = 0; c0 < len; c0 += 16) __builtin_memcpy(dr + c0, s + c0, 16 * sizeof(float));
-          } else if (len % 16 == 0 && sx == 2) {
-            for (size_t c0 = 0; c0 < len; c0 += 16)
-              for (size_t t = 0; t < 16; ++t) dr[c0 + t] = s[2 * (c0 + t)];
-          } else {
-            for (size_t t = 0; t < len; ++t) dr[t] = s[(ptrdiff_t)t * sx];
-          }
-          continue;
-        }
+        size_t t = 0;
+        /* Fixed-size chunks the compiler turns into vector moves (shuffles
+         * for stride 2). */
         if (sx == 1) {
-          /* In-bounds span [a, b) of the run, zeros outside. */
-          ptrdiff_t a = ix0 < 0 ? -ix0 : 0, b = iw - ix0;
-          if (b > (ptrdiff_t)len) b = (ptrdiff_t)len;
-          if (a > b) a = b;
-          if (b < 0) a = b = 0;
-          for (ptrdiff_t t = 0; t < a; ++t) dr[t] = 0.0f;
-          for (ptrdiff_t t = a; t < b; ++t) dr[t] = src[ix0 + t];
-          for (ptrdiff_t t = b; t < (ptrdiff_t)len; ++t) dr[t] = 0.0f;
-        } else {
-          for (size_t t = 0; t < len; ++t) {
-            const ptrdiff_t ix = ix0 + (ptrdiff_t)t * sx;
-            dr[t] = ix >= 0 && ix < iw ? src[ix] : 0.0f;
-          }
+          for (; t + 4 <= len; t += 4) __builtin_memcpy(dr + t, s + t, 4 * sizeof(float));
+        } else if (sx == 2) {
+          for (; t + 4 <= len; t += 4)
+            for (size_t u = 0; u < 4; ++u) dr[t + u] = s[2 * (t + u)];
         }
+        for (; t < len; ++t) dr[t] = s[t * sx];
       }
       for (size_t t = pw; t < nr; ++t) d[t] = 0.0f;
     }
   }
+}
+
+/* The zero-padded copy of one group's input that im2col reads. */
+static const float *mrt_conv_pad_input(const mrt_conv_params *p, const float *xg, float *MRT_RESTRICT xp) {
+  const size_t pz = p->xp[0], py = p->xp[1], px = p->xp[2];
+  /* Input samples that land in the buffer (a big stride can leave trailing ones unread). */
+  size_t n[3];
+  for (size_t a = 0; a < 3; ++a)
+    n[a] = p->xp[a] > (size_t)p->pb[a] ? mrt_min(p->in[a], p->xp[a] - (size_t)p->pb[a]) : 0;
+  const size_t z1 = n[0], y1 = n[1], w = n[2];
+  memset(xp, 0, p->pad_floats * sizeof(float));
+  for (size_t c = 0; c < p->c_in / p->group; ++c)
+    for (size_t z = 0; z < z1; ++z)
+      for (size_t y = 0; y < y1; ++y)
+        memcpy(xp + ((c * pz + z + (size_t)p->pb[0]) * py + y + (size_t)p->pb[1]) * px + (size_t)p->pb[2],
+               xg + c * p->in_pix + (z * p->in[1] + y) * p->in[2], w * sizeof(float));
+  return xp;
 }
 
 /*
@@ -781,18 +768,26 @@ mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, float lo, flo
     return node->params = p, MRT_STATUS_OK;
   } else {
     p->path = MRT_CONV_IM2COL;
-    p->krows = (mrt_conv_krow *)mrt_ctx_alloc(ctx, p->kdim * sizeof(mrt_conv_krow));
-    if (!p->krows) return MRT_STATUS_OUT_OF_MEMORY;
+    /* The extent the taps reach on each axis; a copy with zero borders when any
+     * tap falls outside the input, else the input itself. */
+    for (size_t a = 0; a < 3; ++a) {
+      p->xp[a] = (p->out[a] - 1) * p->s[a] + (p->k[a] - 1) * p->d[a] + 1;
+      if (p->pb[a] > 0 || p->xp[a] > p->in[a]) p->pad_copy = 1;
+    }
+    if (!p->pad_copy)
+      for (size_t a = 0; a < 3; ++a) p->xp[a] = p->in[a];
+    const size_t plane = p->xp[0] * p->xp[1] * p->xp[2];
+    if (plane > INT32_MAX / (p->c_in / p->group) / sizeof(float))
+      return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "convolution is too large");
+    p->pad_floats = p->pad_copy ? plane * (p->c_in / p->group) : 0;
+    p->kofs = (size_t *)mrt_ctx_alloc(ctx, p->kdim * sizeof(size_t));
+    if (!p->kofs) return MRT_STATUS_OUT_OF_MEMORY;
     size_t r = 0;
     for (size_t c = 0; c < p->c_in / p->group; ++c)
       for (size_t kz = 0; kz < p->k[0]; ++kz)
         for (size_t ky = 0; ky < p->k[1]; ++ky)
-          for (size_t kx = 0; kx < p->k[2]; ++kx, ++r) {
-            p->krows[r].chan_off = c * p->in_pix;
-            p->krows[r].z = (int32_t)((ptrdiff_t)(kz * p->d[0]) - p->pb[0]);
-            p->krows[r].y = (int32_t)((ptrdiff_t)(ky * p->d[1]) - p->pb[1]);
-            p->krows[r].x = (int32_t)((ptrdiff_t)(kx * p->d[2]) - p->pb[2]);
-          }
+          for (size_t kx = 0; kx < p->k[2]; ++kx, ++r)
+            p->kofs[r] = c * plane + ((kz * p->d[0]) * p->xp[1] + ky * p->d[1]) * p->xp[2] + kx * p->d[2];
   }
 
   /* Weights are constant in practice: pack each group's M x K block once. */
@@ -806,7 +801,8 @@ mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, float lo, flo
       mrt_sgemm_pack_a(p->kern, p->m, p->kdim, (const float *)w->data + g * p->m * p->kdim,
                        p->kdim, 1, 1.0f, p->packed_w + g * p->packed_w_stride);
   }
-  mrt_ctx_request_scratch(ctx, mrt_sgemm_scratch_size(p->kern, p->m, p->out_pix, p->kdim, w_packed, 0));
+  p->pad_off = mrt_round_up(mrt_sgemm_scratch_size(p->kern, p->m, p->out_pix, p->kdim, w_packed, 0), 64);
+  mrt_ctx_request_scratch(ctx, p->pad_off + p->pad_floats * sizeof(float));
   node->params = p;
   return MRT_STATUS_OK;
 }
@@ -853,6 +849,8 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
         a.scale = 1.0f;
       }
       mrt_im2col_ctx ic = {p, xg};
+      if (p->path == MRT_CONV_IM2COL && p->pad_copy)
+        ic.x = mrt_conv_pad_input(p, xg, (float *)((char *)scratch + p->pad_off));
       if (p->path == MRT_CONV_GEMM) {
         b.data = xg;
         b.rs = p->in_pix;
