@@ -42,12 +42,9 @@ static int64_t pad_map(int64_t i, int64_t n, uint32_t mode) {
 
 MRT_PREPARE_CODE
 mrt_status mrt_pad_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
-  mrt_status st = mrt_check_arity(ctx, node, 1, 4, 1, 1);
+  mrt_status st = mrt_check_xy(ctx, node, 1, 4, 1, MRT_DTYPE_FLOAT32);
   if (st) return st;
   const mrt_tensor *x = node->inputs[0], *y = node->outputs[0];
-  if ((st = mrt_check_dtype(ctx, node, x, MRT_DTYPE_FLOAT32)) ||
-      (st = mrt_check_dtype(ctx, node, y, MRT_DTYPE_FLOAT32)))
-    return st;
   const uint32_t r = x->ndim;
   pad_params *p = mrt_ctx_alloc(ctx, sizeof *p);
   if (!p) return mrt_ctx_error(ctx, node, MRT_STATUS_OUT_OF_MEMORY, "out of memory");

@@ -122,12 +122,9 @@ static inline void pool_flat(const pool_params *p, const float *x, float *y, flo
 MRT_PREPARE_CODE
 static mrt_status pool_prepare(mrt_node *node, mrt_ctx *ctx, int max_outputs, int has_dilations,
                                pool_params **out) {
-  mrt_status st = mrt_check_arity(ctx, node, 1, 1, 1, (uint32_t)max_outputs);
+  mrt_status st = mrt_check_xy(ctx, node, 1, 1, (uint32_t)max_outputs, MRT_DTYPE_FLOAT32);
   if (st) return st;
   const mrt_tensor *x = node->inputs[0], *y = node->outputs[0];
-  if ((st = mrt_check_dtype(ctx, node, x, MRT_DTYPE_FLOAT32)) ||
-      (st = mrt_check_dtype(ctx, node, y, MRT_DTYPE_FLOAT32)))
-    return st;
   const uint32_t k = x->ndim - 2;
   if (x->ndim < 3 || x->ndim > 5 || y->ndim != x->ndim)
     return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED,
@@ -380,12 +377,9 @@ typedef struct gpool_params {
 
 MRT_PREPARE_CODE
 static mrt_status gpool_prepare(mrt_node *node, mrt_ctx *ctx) {
-  mrt_status st = mrt_check_arity(ctx, node, 1, 1, 1, 1);
+  mrt_status st = mrt_check_xy(ctx, node, 1, 1, 1, MRT_DTYPE_FLOAT32);
   if (st) return st;
   const mrt_tensor *x = node->inputs[0], *y = node->outputs[0];
-  if ((st = mrt_check_dtype(ctx, node, x, MRT_DTYPE_FLOAT32)) ||
-      (st = mrt_check_dtype(ctx, node, y, MRT_DTYPE_FLOAT32)))
-    return st;
   int ok = x->ndim >= 2 && y->ndim == x->ndim && y->dims[0] == x->dims[0] &&
            y->dims[1] == x->dims[1];
   for (uint32_t i = 2; ok && i < y->ndim; i++) ok = y->dims[i] == 1;

@@ -25,12 +25,9 @@ static int64_t sl_get(const mrt_node *node, const char *name, uint32_t in, uint3
 
 MRT_PREPARE_CODE
 mrt_status mrt_slice_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
-  mrt_status st = mrt_check_arity(ctx, node, 1, 5, 1, 1);
+  mrt_status st = mrt_check_xy(ctx, node, 1, 5, 1, MRT_DTYPE_FLOAT32);
   if (st) return st;
   const mrt_tensor *x = node->inputs[0], *y = node->outputs[0];
-  if ((st = mrt_check_dtype(ctx, node, x, MRT_DTYPE_FLOAT32)) ||
-      (st = mrt_check_dtype(ctx, node, y, MRT_DTYPE_FLOAT32)))
-    return st;
   const int legacy = node->opset < 10;
   uint32_t n, na = 0, nst = 0;
   if (legacy) {

@@ -24,12 +24,9 @@ typedef struct sm_params {
 
 MRT_PREPARE_CODE
 mrt_status PREPARE(mrt_node *node, mrt_ctx *ctx) {
-  mrt_status st = mrt_check_arity(ctx, node, 1, 1, 1, 1);
+  mrt_status st = mrt_check_xy(ctx, node, 1, 1, 1, MRT_DTYPE_FLOAT32);
   if (st) return st;
   const mrt_tensor *x = node->inputs[0], *y = node->outputs[0];
-  if ((st = mrt_check_dtype(ctx, node, x, MRT_DTYPE_FLOAT32)) ||
-      (st = mrt_check_dtype(ctx, node, y, MRT_DTYPE_FLOAT32)))
-    return st;
   if (!mrt_same_dims(x, y))
     return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
                          "output shape must equal the input shape");

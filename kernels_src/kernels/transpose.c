@@ -10,12 +10,9 @@
 
 MRT_PREPARE_CODE
 mrt_status mrt_transpose_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
-  mrt_status st = mrt_check_arity(ctx, node, 1, 1, 1, 1);
+  mrt_status st = mrt_check_xy(ctx, node, 1, 1, 1, MRT_DTYPE_FLOAT32);
   if (st) return st;
   const mrt_tensor *x = node->inputs[0], *y = node->outputs[0];
-  if ((st = mrt_check_dtype(ctx, node, x, MRT_DTYPE_FLOAT32)) ||
-      (st = mrt_check_dtype(ctx, node, y, MRT_DTYPE_FLOAT32)))
-    return st;
   const uint32_t r = x->ndim;
   const int64_t *perm;
   uint32_t np = mrt_attr_ints(node, "perm", &perm);

@@ -63,13 +63,9 @@ typedef struct un_params {
 /* One float input (plus max_in - 1 optional ones), one output of the same shape. */
 MRT_PREPARE_CODE
 static mrt_status un_check(mrt_node *node, mrt_ctx *ctx, uint32_t max_in) {
-  mrt_status st = mrt_check_arity(ctx, node, 1, max_in, 1, 1);
+  mrt_status st = mrt_check_xy(ctx, node, 1, max_in, 1, MRT_DTYPE_FLOAT32);
   if (st) return st;
   const mrt_tensor *x = node->inputs[0], *y = node->outputs[0];
-  if (!x) return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "input 0 is missing");
-  if ((st = mrt_check_dtype(ctx, node, x, MRT_DTYPE_FLOAT32)) ||
-      (st = mrt_check_dtype(ctx, node, y, MRT_DTYPE_FLOAT32)))
-    return st;
   if (!mrt_same_dims(x, y))
     return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
                          "output shape must equal the input shape");

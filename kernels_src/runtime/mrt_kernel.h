@@ -148,6 +148,10 @@ int mrt_attr_string_is(const mrt_node *node, const char *name, const char *dflt,
 mrt_status mrt_check_arity(mrt_ctx *ctx, const mrt_node *node, uint32_t min_in, uint32_t max_in,
                            uint32_t min_out, uint32_t max_out);
 mrt_status mrt_check_dtype(mrt_ctx *ctx, const mrt_node *node, const mrt_tensor *t, mrt_dtype want);
+/* The prelude most kernels share: mrt_check_arity with at least one output and
+ * 1 <= min_in (so input 0 is present), then input 0 and output 0 of dtype want. */
+mrt_status mrt_check_xy(mrt_ctx *ctx, const mrt_node *node, uint32_t min_in, uint32_t max_in, uint32_t max_out,
+                        mrt_dtype want);
 
 #ifdef __cplusplus
 }

@@ -108,6 +108,14 @@ mrt_status mrt_check_dtype(mrt_ctx *ctx, const mrt_node *node, const mrt_tensor 
   return MRT_STATUS_OK;
 }
 
+mrt_status mrt_check_xy(mrt_ctx *ctx, const mrt_node *node, uint32_t min_in, uint32_t max_in, uint32_t max_out,
+                        mrt_dtype want) {
+  mrt_status st = mrt_check_arity(ctx, node, min_in, max_in, 1, max_out);
+  if (st) return st;
+  if ((st = mrt_check_dtype(ctx, node, node->inputs[0], want))) return st;
+  return mrt_check_dtype(ctx, node, node->outputs[0], want);
+}
+
 /* The registry is sorted by (domain, op); a linear scan of a few dozen rows
  * at load time costs nothing next to prepare. */
 static const mrt_kernel *find_kernel(const mrt_node *n) {
