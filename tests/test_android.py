@@ -379,6 +379,14 @@ def test_sizes_json_and_the_bar(android_build, aar, prefab_aar):
     # The bar for MobileNetV2's op set: arm64 library < 64 KB, the AAR with four ABIs < 150 KB.
     assert sizes["abis"]["arm64-v8a"]["so_bytes"] < 64 * 1024
     assert sizes["aar"]["bytes"] < 150 * 1024
+    # The build's size report says the same, per ABI raw and deflated, and each AAR.
+    md = (out / "size_report.md").read_text()
+    assert f"| android | `dist/{NAME}-{VERSION}.aar` | {sizes['aar']['bytes']} |  |" in md
+    assert f"| android | `dist/{NAME}-prefab-{VERSION}.aar` | {sizes['prefab_aar']['bytes']} |  |" in md
+    for abi, s in sizes["abis"].items():
+        assert f"| android | `{abi}/libminirt.so` | {s['so_bytes']} | {s['so_deflated_bytes']} |" in md
+    doc = json.loads((out / "size_report.json").read_text())
+    assert doc["platform_sizes"]["android"] == sizes
     libs = {abi: aar[1][f"jni/{abi}/libminirt.so"] for abi in ABIS}
     bundled = archive.zip_bytes(android.aar_entries(libs, aar[1]["classes.jar"], b"", NAME, PACKAGE, VERSION,
                                                     prefab=True), directories=False)

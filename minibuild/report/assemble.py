@@ -111,6 +111,26 @@ def platform_sizes(out: Path) -> dict:
     return got
 
 
+def package_rows(platform_sizes: dict) -> list[tuple[str, str, int, int | None]]:
+    """(platform, item, bytes, deflated bytes or None) for the packages the platforms
+    wrote (their <platform>-sizes.json): each AAR and each Android .so raw and as
+    deflated inside the AAR, the XCFramework and its libraries, each wheel and its
+    library."""
+    rows = []
+    for plat, data in sorted(platform_sizes.items()):
+        if not isinstance(data, dict) or "error" in data:
+            continue
+        if plat == "android":
+            for key in ("aar", "prefab_aar"):
+                if isinstance(data.get(key), dict):
+                    rows.append((plat, data[key]["path"], data[key]["bytes"], None))
+            for abi, s in sorted(data.get("abis", {}).items()):
+                rows.append((plat, f"{abi}/libminirt.so", s["so_bytes"], s.get("so_deflated_bytes")))
+        else:
+            rows += [(plat, name, n, None) for name, n in sorted(data.items()) if isinstance(n, int)]
+    return rows
+
+
 def operators(manifest, artifacts: list[dict]) -> list[dict]:
     """Each manifest operator: its bytes per artifact and the models/nodes that need it."""
     rows = []

@@ -4,8 +4,9 @@ element type, and the trend over the builds in the size history."""
 
 from __future__ import annotations
 
-import json
 from html import escape
+
+from .assemble import package_rows
 
 COLORS = {"runtime": "#4e79a7", "kernels": "#f28e2b", "support": "#e15759", "glue": "#76b7b2",
           "external": "#59a14f", "shared": "#edc948", "overhead": "#b07aa1", "unattributed": "#9c755f"}
@@ -213,7 +214,10 @@ def render(doc: dict, history: list[dict]) -> str:
         out.append('<h2 id="dist">Packaged artifacts</h2>')
         if doc.get("dist"):
             out.append(_table(["file", "bytes"], [[f["path"], _fmt(f["bytes"])] for f in doc["dist"]], {1}))
-        for plat, data in sorted(doc.get("platform_sizes", {}).items()):
-            out.append(f"<details><summary>{escape(plat)}-sizes.json</summary><pre>{escape(json.dumps(data, indent=1)[:20000])}</pre></details>")
+        packages = package_rows(doc.get("platform_sizes", {}))
+        if packages:
+            out.append(_table(["platform", "package or library", "bytes", "deflated"],
+                              [[plat, item, _fmt(n), "" if z is None else _fmt(z)] for plat, item, n, z in packages],
+                              {2, 3}))
     out.append("</body></html>")
     return "\n".join(out) + "\n"

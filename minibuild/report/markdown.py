@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import diff
+from .assemble import package_rows
 
 
 def _kib(n: int) -> str:
@@ -78,6 +79,15 @@ def render(doc: dict, top: int = 10) -> str:
         for r in b["results"]:
             out.append(f"| {r['scope']} | {r['actual']} | {r['limit']} | {r['limit'] - r['actual']:+d}"
                        + (" ❌" if r["exceeded"] else "") + " |")
+        out.append("")
+    packages = package_rows(doc.get("platform_sizes", {}))
+    if packages:
+        out.append("### Packages")
+        out.append("")
+        out.append("| platform | package or library | bytes | deflated |")
+        out.append("|---|---|---:|---:|")
+        for plat, item, n, z in packages:
+            out.append(f"| {plat} | `{item}` | {n} | {'' if z is None else z} |")
         out.append("")
     if doc.get("dist"):
         out.append("<details><summary>Packaged files (OUT/dist)</summary>")
