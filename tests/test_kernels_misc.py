@@ -149,6 +149,8 @@ def test_dropout_inference_copies():
     ((1, 3, 10, 7), dict(kernel_shape=[3, 3], auto_pad="VALID")),
     ((2, 3, 19), dict(kernel_shape=[4], strides=[3], pads=[1, 2])),
     ((1, 2, 6, 7, 8), dict(kernel_shape=[2, 3, 2], strides=[2, 2, 3], pads=[0, 1, 1, 1, 0, 1])),
+    ((1, 3, 13, 17), dict(kernel_shape=[3, 3], strides=[2, 2], dilations=[1, 2], pads=[1, 2, 0, 1])),
+    ((1, 4, 9, 40), dict(kernel_shape=[2, 4], strides=[2, 2], pads=[0, 3, 1, 3])),
     # Stride 1 in H and W takes the flat form (padded plane, one vector run).
     ((1, 6, 14, 14), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])),
     ((2, 3, 5, 9), dict(kernel_shape=[2, 4], pads=[0, 3, 1, 0], dilations=[2, 1])),
