@@ -27,7 +27,31 @@ def seed_models(tmp_path_factory):
     m = models.small_classifier()
     data, _ = convert_model(m, {"image": np.zeros((1, 3, 32, 32), np.float32)}, registry=reg)
     (d / "classifier.mrt").write_bytes(data)
+    data, _ = convert_model(_windows_model(), {"x": np.zeros((1, 4, 13, 11), np.float32)}, registry=reg)
+    (d / "windows.mrt").write_bytes(data)
     return d
+
+
+def _windows_model():
+    """The window-walking paths a mutated attribute can push off the edge: a padded,
+    strided im2col Conv (zero-padded input copy), stride-1 MaxPool and AveragePool
+    (padded-plane flat form), a stride-2 depthwise Conv and a stride-2 MaxPool."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array(rng.standard_normal((8, 4, 3, 3)).astype(np.float32), "w1"),
+             numpy_helper.from_array(rng.standard_normal((8, 1, 3, 3)).astype(np.float32), "w2")]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c"], pads=[1, 2, 1, 0], strides=[2, 1]),
+        helper.make_node("MaxPool", ["c"], ["m"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("AveragePool", ["m"], ["a"], kernel_shape=[3, 2], pads=[1, 0, 1, 1]),
+        helper.make_node("Conv", ["a", "w2"], ["d"], group=8, pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("MaxPool", ["d"], ["y"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1),
+    ]
+    graph = helper.make_graph(nodes, "windows", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 13, 11])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +96,10 @@ def asan_fuzzer(tmp_path_factory):
     return exe
 
 
-@pytest.mark.parametrize("rng_seed", [1, 2, 3])
-def test_loader_survives_mutated_models_under_asan(asan_fuzzer, seed_models, rng_seed):
-    res = subprocess.run([str(asan_fuzzer), str(seed_models / "classifier.mrt"), "1500", str(rng_seed)],
+@pytest.mark.parametrize("seed,rng_seed", [("classifier", 1), ("classifier", 2), ("classifier", 3),
+                                           ("windows", 4), ("windows", 5)])
+def test_loader_survives_mutated_models_under_asan(asan_fuzzer, seed_models, seed, rng_seed):
+    res = subprocess.run([str(asan_fuzzer), str(seed_models / f"{seed}.mrt"), "1500", str(rng_seed)],
                          capture_output=True, text=True, timeout=600,
                          env={"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=1:allocator_may_return_null=1", "UBSAN_OPTIONS": "print_stacktrace=1"})
     assert res.returncode == 0, res.stderr[-4000:]
