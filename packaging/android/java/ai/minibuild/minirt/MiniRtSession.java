@@ -215,26 +215,25 @@ public final class MiniRtSession implements AutoCloseable {
 
     /** Sets a FLOAT32 input. */
     public synchronized void setInput(int index, float[] data) {
-        TensorInfo t = at(inputs, index, "input");
-        checkType(t, DataType.FLOAT32, "input");
-        checkSize(t, 4L * data.length, "input");
-        nativeSetInputArray(live(), index, data, 0, 4 * data.length, 4);
+        setTypedInput(index, data, data.length, DataType.FLOAT32);
     }
 
     /** Sets an INT32 input. */
     public synchronized void setInput(int index, int[] data) {
-        TensorInfo t = at(inputs, index, "input");
-        checkType(t, DataType.INT32, "input");
-        checkSize(t, 4L * data.length, "input");
-        nativeSetInputArray(live(), index, data, 0, 4 * data.length, 4);
+        setTypedInput(index, data, data.length, DataType.INT32);
     }
 
     /** Sets an INT64 input. */
     public synchronized void setInput(int index, long[] data) {
+        setTypedInput(index, data, data.length, DataType.INT64);
+    }
+
+    /** A primitive array of `length` elements of `type` into input `index`. */
+    private void setTypedInput(int index, Object data, int length, DataType type) {
         TensorInfo t = at(inputs, index, "input");
-        checkType(t, DataType.INT64, "input");
-        checkSize(t, 8L * data.length, "input");
-        nativeSetInputArray(live(), index, data, 0, 8 * data.length, 8);
+        checkType(t, type, "input");
+        checkSize(t, (long) type.byteSize() * length, "input");
+        nativeSetInputArray(live(), index, data, 0, type.byteSize() * length, type.byteSize());
     }
 
     /** Sets an input from its raw bytes (any element type, native byte order). */
