@@ -252,6 +252,21 @@ def test_aar_is_reproducible(aar, prefab_aar, tmp_path):
     assert not list(aar[0].parent.glob(".*.tmp"))  # written via temp + rename, nothing left over
 
 
+def test_two_clean_builds_in_different_folders_give_identical_aars(android_build, tmp_path):
+    """Paths must not leak into anything shipped: the stub libraries, compiler_rt and the
+    Java build all happen under OUT/build, and OUT differs here."""
+    models = android_build[0].parent / "models"
+    got = []
+    for out in (tmp_path / "a" / "deep" / "out", tmp_path / "b" / "out"):
+        pipeline.run_build(pipeline.Options(models=models, out=out, platforms=["android"], abis=["armeabi-v7a"]))
+        got.append({p.name: p.read_bytes() for p in sorted((out / "dist").iterdir()) if p.suffix in (".aar", ".mrt")})
+    assert sorted(got[0]) == ["minirt-0.1.0.aar", "minirt-prefab-0.1.0.aar", "mnv2.mrt"]
+    assert got[0] == got[1]
+    with zipfile.ZipFile(io.BytesIO(got[0]["minirt-0.1.0.aar"])) as z:
+        so = z.read("jni/armeabi-v7a/libminirt.so")
+    assert b"/deep/" not in so and str(tmp_path).encode() not in so
+
+
 def test_abi_subset_and_prefab_layouts(android_build, tmp_path):
     out, _ = android_build
     models = out.parent / "models"
