@@ -739,7 +739,7 @@ mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, float lo, flo
   p->kdim = (p->c_in / p->group) * p->kvol;
   p->in_pix = p->in[0] * p->in[1] * p->in[2];
   p->out_pix = p->out[0] * p->out[1] * p->out[2];
-  if (p->kdim > INT32_MAX || p->in_pix > INT32_MAX)
+  if (p->kdim > INT32_MAX || p->in_pix > INT32_MAX || p->out_pix > INT32_MAX)
     return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "convolution is too large");
 
   const int pointwise = p->kvol == 1 && p->s[0] == 1 && p->s[1] == 1 && p->s[2] == 1 &&
@@ -752,11 +752,14 @@ mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, float lo, flo
     /* Rows: every padded row a tap reaches; width: whole 16-float vectors of
      * outputs plus the widest tap offset (see mrt_conv_dw_pad). */
     const size_t sx = p->s[2], kw = p->k[2], kh = p->k[1];
-    p->dw_rows = (p->out[1] - 1) * p->s[1] + (kh - 1) * p->d[1] + 1;
+    /* In 64 bits: size_t is 32 on armv7 and x86. */
+    const uint64_t rows = (uint64_t)(p->out[1] - 1) * p->s[1] + (uint64_t)(kh - 1) * p->d[1] + 1;
     /* (+1: a trailing input column the convolution ignores still has a slot.) */
-    p->dw_rw = mrt_round_up(p->out[2], 16) + (kw - 1) * p->d[2] / sx + 1;
-    if (sx * p->dw_rows * p->dw_rw > INT32_MAX)
+    const uint64_t rw = (uint64_t)mrt_round_up(p->out[2], 16) + (uint64_t)(kw - 1) * p->d[2] / sx + 1;
+    if (rows > INT32_MAX || rw > INT32_MAX || rows * rw > INT32_MAX / sizeof(float) / sx)
       return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "convolution is too large");
+    p->dw_rows = (size_t)rows;
+    p->dw_rw = (size_t)rw;
     p->dw_taps = (int32_t *)mrt_ctx_alloc(ctx, p->kvol * sizeof(int32_t));
     if (!p->dw_taps) return MRT_STATUS_OUT_OF_MEMORY;
     for (size_t ky = 0; ky < kh; ++ky)
@@ -770,15 +773,21 @@ mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, float lo, flo
     p->path = MRT_CONV_IM2COL;
     /* The extent the taps reach on each axis; a copy with zero borders when any
      * tap falls outside the input, else the input itself. */
+    /* In 64 bits: size_t is 32 on armv7 and x86, and huge pads make huge extents. */
+    uint64_t ext[3], plane64 = 1;
     for (size_t a = 0; a < 3; ++a) {
-      p->xp[a] = (p->out[a] - 1) * p->s[a] + (p->k[a] - 1) * p->d[a] + 1;
-      if (p->pb[a] > 0 || p->xp[a] > p->in[a]) p->pad_copy = 1;
+      ext[a] = (uint64_t)(p->out[a] - 1) * p->s[a] + (uint64_t)(p->k[a] - 1) * p->d[a] + 1;
+      if (p->pb[a] > 0 || ext[a] > p->in[a]) p->pad_copy = 1;
     }
-    if (!p->pad_copy)
-      for (size_t a = 0; a < 3; ++a) p->xp[a] = p->in[a];
-    const size_t plane = p->xp[0] * p->xp[1] * p->xp[2];
-    if (plane > INT32_MAX / (p->c_in / p->group) / sizeof(float))
+    for (size_t a = 0; a < 3; ++a) {
+      if (!p->pad_copy) ext[a] = p->in[a];
+      if (ext[a] > INT32_MAX || (plane64 *= ext[a]) > INT32_MAX) /* both factors <= 2^31 */
+        return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "convolution is too large");
+      p->xp[a] = (size_t)ext[a];
+    }
+    if (plane64 > INT32_MAX / (p->c_in / p->group) / sizeof(float))
       return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "convolution is too large");
+    const size_t plane = (size_t)plane64;
     p->pad_floats = p->pad_copy ? plane * (p->c_in / p->group) : 0;
     p->kofs = (size_t *)mrt_ctx_alloc(ctx, p->kdim * sizeof(size_t));
     if (!p->kofs) return MRT_STATUS_OUT_OF_MEMORY;

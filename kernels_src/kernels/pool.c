@@ -70,12 +70,17 @@ static int64_t div_up(int64_t n, int64_t d) {
  */
 MRT_PREPARE_CODE
 static mrt_status pool_flat_prepare(mrt_node *node, mrt_ctx *ctx, pool_params *p) {
-  const size_t oh = (size_t)p->out[1], ow = (size_t)p->out[2];
+  /* Sizes in 64 bits (size_t is 32 on armv7 and x86): a plane that does not fit in
+   * 2^31 bytes of scratch stays on the row form. */
+  const uint64_t oh = (uint64_t)p->out[1], ow = (uint64_t)p->out[2];
+  const uint64_t rw = ow + (uint64_t)(p->wk - 1) * (uint64_t)p->dil[2];
+  const uint64_t rh = oh + (uint64_t)(p->kh - 1) * (uint64_t)p->dh;
+  if (rw > INT32_MAX || rh > INT32_MAX || (rh + 2) * rw + 2 * POOL_VL > INT32_MAX / 2 / sizeof(float))
+    return MRT_STATUS_OK;
+  p->rw = (size_t)rw;
+  p->rh = (size_t)rh;
+  p->nflat = ((size_t)oh * p->rw + POOL_VL - 1) / POOL_VL * POOL_VL;
   const size_t kh = (size_t)p->kh, kw = (size_t)p->wk, dh = (size_t)p->dh, dw = (size_t)p->dil[2];
-  p->rw = ow + (kw - 1) * dw;
-  p->rh = oh + (kh - 1) * dh;
-  p->nflat = (oh * p->rw + POOL_VL - 1) / POOL_VL * POOL_VL;
-  if ((p->rh + 1) * p->rw + POOL_VL > INT32_MAX) return MRT_STATUS_OK; /* stays on the row form */
   p->off = mrt_ctx_alloc(ctx, kh * kw * sizeof *p->off);
   if (!p->off) return mrt_ctx_error(ctx, node, MRT_STATUS_OUT_OF_MEMORY, "out of memory");
   for (size_t i = 0; i < kh; i++)
@@ -164,6 +169,8 @@ static mrt_status pool_prepare(mrt_node *node, mrt_ctx *ctx, int max_outputs, in
     if (kk < 1 || s < 1 || d < 1 || pb < 0 || pe < 0)
       return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
                            "axis %u: kernel, stride and dilation must be >= 1 and pads >= 0", j);
+    if (kk > INT32_MAX || s > INT32_MAX || d > INT32_MAX || pb > INT32_MAX || pe > INT32_MAX)
+      return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "axis %u: kernel, stride, dilation or pads above 2^31", j);
     const int64_t span = (kk - 1) * d + 1;
     int64_t o;
     if (pad_axis && (same_upper || same_lower)) {
