@@ -54,21 +54,14 @@ def _windows_model():
     return model
 
 
-@pytest.fixture(scope="module")
-def asan_fuzzer(tmp_path_factory):
-    # Debian's clang with its sanitizer runtimes (clang + libclang-rt-14-dev, installed
-    # by .ci/run): the kernels use clang vector builtins that gcc lacks.
-    gcc = shutil.which("clang")
-    if gcc is None:
-        pytest.skip("Debian's clang (apt-get install clang libclang-rt-14-dev) builds the sanitizer fuzzer")
-    work = tmp_path_factory.mktemp("asan")
+def _fuzzer_units(work: Path) -> list[tuple[Path, list[str]]]:
+    """(source, defines) of everything the fuzz driver links: the runtime, every
+    kernel of the registry, their support units, the generated registry, the driver."""
+    from minibuild import codegen
     reg = registry_mod.load()
     manifest = testing.full_manifest(reg)
-    target = toolchain.Target("linux", "asan", "native")
-    from minibuild import codegen
     codegen.render(reg, manifest, work / "gen")
     src = resources.path("kernels_src")
-    objs = []
     units = [(src / r, []) for r in build_mod.RUNTIME_SOURCES]
     support = set()
     for domain, op, dtype in manifest.kernels():
@@ -78,13 +71,18 @@ def asan_fuzzer(tmp_path_factory):
     units += [(src / reg.support[s].source, []) for s in sorted(support)]
     units.append((work / "gen" / "registry.c", []))
     units.append((HERE / "fuzz" / "mrt_fuzz.c", []))
-    flags = ["-std=c11", "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-             "-fno-omit-frame-pointer", "-I", str(src / "include"), "-I", str(src / "runtime"),
-             "-I", str(src / "kernels"), "-I", str(work / "gen")]
-    procs = []
-    for i, (path, defs) in enumerate(units):
+    return units
+
+
+def _compile_and_link(cc: list[str], flags: list[str], link_flags: list[str], work: Path) -> Path:
+    src = resources.path("kernels_src")
+    includes = ["-I", str(src / "include"), "-I", str(src / "runtime"), "-I", str(src / "kernels"),
+                "-I", str(work / "gen")]
+    objs, procs = [], []
+    for i, (path, defs) in enumerate(_fuzzer_units(work)):
         obj = work / f"u{i}.o"
-        procs.append(subprocess.Popen([gcc, *flags, *defs, "-c", str(path), "-o", str(obj)], stderr=subprocess.PIPE, text=True))
+        procs.append(subprocess.Popen([*cc, *flags, *includes, *defs, "-c", str(path), "-o", str(obj)],
+                                      stderr=subprocess.PIPE, text=True))
         objs.append(str(obj))
         if len(procs) >= 4:
             p = procs.pop(0)
@@ -92,8 +90,37 @@ def asan_fuzzer(tmp_path_factory):
     for p in procs:
         assert p.wait() == 0, p.stderr.read()
     exe = work / "mrt_fuzz"
-    subprocess.run([gcc, "-fsanitize=address,undefined", *objs, "-lm", "-o", str(exe)], check=True)
+    subprocess.run([*cc, *link_flags, *objs, "-o", str(exe)], check=True)
     return exe
+
+
+@pytest.fixture(scope="module")
+def asan_fuzzer(tmp_path_factory):
+    # Debian's clang with its sanitizer runtimes (clang + libclang-rt-14-dev, installed
+    # by .ci/run): the kernels use clang vector builtins that gcc lacks.
+    clang = shutil.which("clang")
+    if clang is None:
+        pytest.skip("Debian's clang (apt-get install clang libclang-rt-14-dev) builds the sanitizer fuzzer")
+    flags = ["-std=c11", "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+             "-fno-omit-frame-pointer"]
+    return _compile_and_link([clang], flags, ["-fsanitize=address,undefined", "-lm"],
+                             tmp_path_factory.mktemp("asan"))
+
+
+@pytest.fixture(scope="module")
+def armv7_fuzzer(tmp_path_factory):
+    """The same driver for armv7 (32-bit size_t, as Android's armeabi-v7a), static musl,
+    run under qemu-user: no sanitizer there, but an out-of-bounds access or a wrapped
+    size still crashes it, and a failed create must still leave a message."""
+    from minibuild.platforms import android
+    qemu = shutil.which(android.VERIFY_TARGETS["qemu-armv7"].extra["qemu"])
+    if qemu is None:
+        pytest.skip("qemu-user-static is not installed (.ci/setup-android.sh installs it)")
+    target = android.VERIFY_TARGETS["qemu-armv7"]
+    cc = [*toolchain.ZIG, "cc", "-target", target.triple]
+    exe = _compile_and_link(cc, ["-std=c11", "-O2", *target.arch_cflags],
+                            ["-static", "-mcpu=generic+v7a", "-mfloat-abi=softfp"], tmp_path_factory.mktemp("armv7"))
+    return qemu, exe
 
 
 @pytest.mark.parametrize("seed,rng_seed", [("classifier", 1), ("classifier", 2), ("classifier", 3),
@@ -107,6 +134,18 @@ def test_loader_survives_mutated_models_under_asan(asan_fuzzer, seed_models, see
     created = int(res.stdout.split(":")[1].split()[0])
     rejected = int(res.stdout.split(",")[1].split()[0])
     assert created + rejected == 1500 and rejected > 500  # most mutations must be caught by checks
+
+
+@pytest.mark.parametrize("seed", ["classifier", "windows"])
+def test_loader_survives_mutated_models_on_32_bit_armv7(armv7_fuzzer, seed_models, seed):
+    qemu, exe = armv7_fuzzer
+    res = subprocess.run([qemu, str(exe), str(seed_models / f"{seed}.mrt"), "600", "7"],
+                         capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, (res.returncode, res.stderr[-2000:])
+    print(res.stdout)
+    created = int(res.stdout.split(":")[1].split()[0])
+    rejected = int(res.stdout.split(",")[1].split()[0])
+    assert created + rejected == 600 and created > 0 and rejected > 200
 
 
 def test_shipped_library_rejects_corrupt_files_with_messages(seed_models):
