@@ -101,6 +101,10 @@ def run_build(opts: Options) -> BuildResult:
             raise ValueError(f"no platform of {names} has ABI(s) {opts.abis}")
     else:
         wanted = {p: platforms.targets(p, opts.abis) for p in names}
+    for name in names:  # option errors (package names, layouts) before any compile
+        check = getattr(platforms.get(name), "check_options", None)
+        if check:
+            check(opts)
     # A target two platforms share (python's wheels reuse linux's libraries) compiles once.
     targets = list({t.name: t for p in names for t in wanted[p]}.values())
     plans, builds = [], []

@@ -286,9 +286,16 @@ def test_abi_subset_and_prefab_layouts(android_build, tmp_path):
             _check_prefab(entries, {"arm64-v8a": so}, "minirt", "0.1.0")
         else:
             assert not any(n.startswith("prefab/") for n in entries)
-    with pytest.raises(ValueError, match="android-prefab"):
-        pipeline.run_build(pipeline.Options(models=models, out=tmp_path / "o", platforms=["android"],
-                                            abis=["arm64-v8a"], android_prefab="inside"))
+    # A new version replaces the old AARs instead of piling up beside them.
+    pipeline.run_build(pipeline.Options(models=models, out=tmp_path / "o", platforms=["android"], abis=["arm64-v8a"],
+                                        package_version="0.2.0"))
+    assert sorted(p.name for p in dist.glob("*.aar")) == ["minirt-0.2.0.aar", "minirt-prefab-0.2.0.aar"]
+    # Bad packaging options fail before anything compiles.
+    for bad in (dict(android_prefab="inside"), dict(android_package="com.example.1x"), dict(package_version="v2")):
+        with pytest.raises(ValueError, match="android-prefab|android-package|package-version"):
+            pipeline.run_build(pipeline.Options(models=models, out=tmp_path / "bad", platforms=["android"],
+                                                abis=["arm64-v8a"], **bad))
+    assert not (tmp_path / "bad" / "build").exists()
 
 
 def test_cli_options_reach_options():

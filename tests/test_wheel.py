@@ -15,9 +15,11 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
-from minibuild import archive, toolchain
+from minibuild import archive, pipeline, toolchain
+from models import small_classifier
 from mobilenet_like import input_data, model, shared_build
 
 V = "0.1.0"
@@ -145,3 +147,23 @@ def test_wheel_installs_into_fresh_venv_and_matches_onnxruntime(built, tmp_path)
     assert got["hash"] == got["info"]["manifest_hash"]
     want = ort.InferenceSession(model().SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), want, rtol=1e-4, atol=1e-4)
+
+
+def test_package_version_names_the_wheel(tmp_path):
+    """--package-version is the wheel's version, PEP 440-normalised; a rebuild at another
+    version replaces the wheel; a version pip cannot read fails before compiling."""
+    models = tmp_path / "models"
+    models.mkdir()
+    onnx.save(small_classifier(), models / "m.onnx")
+    out = tmp_path / "out"
+    tag = "manylinux_2_17_x86_64.manylinux2014_x86_64"
+    for version, expect in (("2.0.0-rc1", "2.0.0rc1"), ("2.0.1", "2.0.1")):
+        pipeline.run_build(pipeline.Options(models=models, out=out, platforms=["python"], abis=["x86_64"],
+                                            package_version=version))
+        assert [p.name for p in (out / "dist").glob("*.whl")] == [f"minirt-{expect}-py3-none-{tag}.whl"]
+        meta = _read(out / "dist" / f"minirt-{expect}-py3-none-{tag}.whl")[f"minirt-{expect}.dist-info/METADATA"]
+        assert f"\nVersion: {expect}\n".encode() in meta
+    with pytest.raises(ValueError, match="PEP 440"):
+        pipeline.run_build(pipeline.Options(models=models, out=tmp_path / "bad", platforms=["python"],
+                                            abis=["x86_64"], package_version="2.0 beta"))
+    assert not (tmp_path / "bad" / "build").exists()

@@ -8,9 +8,13 @@ A platform module defines:
     package(ctx) -> list[Path]          lay out the deliverables (ctx: PackageContext)
 and optionally:
     extra_objects(target) -> list       objects beyond the kernels (JNI glue, test runners)
+    check_options(opts)                 raise ValueError on bad packaging options, before
+                                        anything compiles (names, --package-version)
 """
 
 from __future__ import annotations
+
+import re
 
 import importlib
 from dataclasses import dataclass
@@ -68,3 +72,15 @@ def targets(platform: str, abis: list[str] | None = None):
     if unknown:
         raise ValueError(f"platform {platform} has no ABI {', '.join(unknown)}; known: {', '.join(mod.TARGETS)}")
     return [mod.TARGETS[a] for a in abis]
+
+
+_VERSION = re.compile(r"^(\d+(?:\.\d+){0,3})([-+.][0-9A-Za-z.+-]*)?$")
+
+
+def check_package_version(version: str) -> str:
+    """--package-version for AARs, prefab and CocoaPods: digits with an optional suffix
+    (1.2.0, 1.2.0-rc1). Returns the numeric part (what prefab can hold)."""
+    m = _VERSION.match(version)
+    if not m:
+        raise ValueError(f"--package-version {version!r}: expected a version such as 1.2.0 or 1.2.0-rc1")
+    return m.group(1)

@@ -39,6 +39,7 @@ from .. import archive, buildinfo, __version__, resources, toolchain
 from ..errors import BuildError
 from ..fsutil import write_if_changed
 from ..toolchain import ZIG, Target
+from . import check_package_version
 
 API_LEVEL = 21
 JAVA_PACKAGE = "ai.minibuild.minirt"     # fixed: the JNI symbol names are derived from it
@@ -280,9 +281,9 @@ def deflated_size(data: bytes) -> int:
     return len(c.compress(data) + c.flush())
 
 
+_VERSION_LIKE = re.compile(r"^\d[0-9A-Za-z.+-]*$")
 _JAVA_PACKAGE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)+$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_VERSION = re.compile(r"^(\d+(?:\.\d+){0,3})([-+.][0-9A-Za-z.+-]*)?$")
 
 
 def _check_names(name: str, package: str, version: str) -> str:
@@ -291,10 +292,7 @@ def _check_names(name: str, package: str, version: str) -> str:
         raise ValueError(f"--android-name {name!r}: use letters, digits, '.', '_' or '-' (e.g. minirt)")
     if not _JAVA_PACKAGE.match(package):
         raise ValueError(f"--android-package {package!r}: expected a Java package name such as com.example.minirt")
-    m = _VERSION.match(version)
-    if not m:
-        raise ValueError(f"--package-version {version!r}: expected a version such as 1.2.0 or 1.2.0-rc1")
-    return m.group(1)
+    return check_package_version(version)
 
 
 def manifest_xml(package: str) -> str:
@@ -386,6 +384,15 @@ def prefab_aar_entries(libraries: dict[str, bytes], header: bytes, name: str, pa
     return e
 
 
+def check_options(opts) -> None:
+    """The AAR's names and prefab layout, checked before anything compiles."""
+    layout = getattr(opts, "android_prefab", "separate")
+    if layout not in PREFAB_LAYOUTS:
+        raise ValueError(f"--android-prefab {layout!r}: expected one of {', '.join(PREFAB_LAYOUTS)}")
+    _check_names(getattr(opts, "android_name", "minirt"), getattr(opts, "android_package", JAVA_PACKAGE),
+                 getattr(opts, "package_version", __version__))
+
+
 def package(ctx) -> list[Path]:
     """OUT/dist/<name>-<version>.aar (and <name>-prefab-<version>.aar in the "separate"
     prefab layout), the converted models beside it, and OUT/dist/android-sizes.json
@@ -395,8 +402,7 @@ def package(ctx) -> list[Path]:
     package_name = getattr(opts, "android_package", JAVA_PACKAGE)
     version = getattr(opts, "package_version", __version__)
     layout = getattr(opts, "android_prefab", "separate")
-    if layout not in PREFAB_LAYOUTS:
-        raise ValueError(f"--android-prefab {layout!r}: expected one of {', '.join(PREFAB_LAYOUTS)}")
+    check_options(opts)
     prefab_version = _check_names(name, package_name, version)
     dist = ctx.out / "dist"
     builds = [tb for tb in ctx.builds if tb.target.abi in TARGETS]
@@ -407,13 +413,17 @@ def package(ctx) -> list[Path]:
     aars = {"aar": (f"{name}-{version}.aar",
                     aar_entries(libraries, classes, header, name, package_name, prefab_version,
                                 prefab=layout == "bundled", build_info=info))}
-    # A layout change must not leave the other layout's prefab AAR behind.
-    stale = dist / f"{name}-prefab-{version}.aar"
     if layout == "separate":
-        aars["prefab_aar"] = (stale.name, prefab_aar_entries(libraries, header, name, package_name, prefab_version,
-                                                              build_info=info))
-    elif stale.exists():
-        stale.unlink()
+        aars["prefab_aar"] = (f"{name}-prefab-{version}.aar",
+                              prefab_aar_entries(libraries, header, name, package_name, prefab_version,
+                                                 build_info=info))
+    # AARs of this name from another version or prefab layout would be picked up by `dist/*.aar`.
+    current = {fname for fname, _ in aars.values()}
+    for old in dist.glob(f"{name}-*.aar"):
+        rest = old.name[len(name) + 1:-len(".aar")]
+        rest = rest[len("prefab-"):] if rest.startswith("prefab-") else rest
+        if old.name not in current and _VERSION_LIKE.match(rest):
+            old.unlink()
     files, sizes = [], {"prefab_layout": layout}
     for key, (fname, entries) in aars.items():
         data = archive.zip_bytes(entries, directories=False)

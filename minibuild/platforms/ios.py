@@ -32,6 +32,7 @@ import jinja2
 from .. import archive, buildinfo, resources
 from ..fsutil import write_if_changed
 from ..toolchain import Target
+from . import check_package_version
 
 IOS_MIN = "13.0"
 FRAMEWORK = "MiniRT"
@@ -148,6 +149,11 @@ def _render(name: str, **values) -> str:
     return env.from_string(resources.path("packaging", "ios", name).read_text()).render(**values)
 
 
+def check_options(opts) -> None:
+    """The podspec's version, checked before anything compiles."""
+    check_package_version(getattr(opts, "package_version", None) or buildinfo.runtime_version())
+
+
 def package(ctx) -> list[Path]:
     if not ctx.builds:
         return []
@@ -167,6 +173,7 @@ def package(ctx) -> list[Path]:
     out.append(write_if_changed(dist / f"{FRAMEWORK}.xcframework.zip.checksum", checksum + "\n"))
 
     values = dict(minibuild_version=info["minibuild_version"], runtime_version=info["runtime_version"],
+                  package_version=getattr(ctx.opts, "package_version", None) or info["runtime_version"],
                   manifest_hash=info["manifest_hash"], models=", ".join(info["models"]) or "-",
                   url=URL_PLACEHOLDER, checksum=checksum, ios_major=IOS_MIN.split(".")[0],
                   ios_version=IOS_MIN, homepage="https://example.invalid/REPLACE-ME")

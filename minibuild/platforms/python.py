@@ -79,12 +79,27 @@ def wheel_spec(version: str, tags: list[str], info: dict) -> wheel.WheelSpec:
         keywords=["onnx", "inference", f"manifest-{info['manifest_hash'][:16]}"], description=desc)
 
 
+def wheel_version(opts) -> str:
+    """--package-version as the wheel's PEP 440 version, normalised (1.2.0-rc1 -> 1.2.0rc1)."""
+    from packaging.version import InvalidVersion, Version
+    given = getattr(opts, "package_version", None) or buildinfo.runtime_version()
+    try:
+        return str(Version(given))
+    except InvalidVersion:
+        raise ValueError(f"--package-version {given!r}: not a PEP 440 version, which wheels need "
+                         "(e.g. 1.2.0, 1.2.0rc1, 1.2.0.post1)") from None
+
+
+def check_options(opts) -> None:
+    wheel_version(opts)
+
+
 def package(ctx) -> list[Path]:
     if not ctx.builds:
         return []
     from ..pipeline import console
     dist = ctx.out / "dist"
-    version = buildinfo.runtime_version()
+    version = wheel_version(ctx.opts)
     out, sizes = [], {}
     for tb in sorted(ctx.builds, key=lambda b: b.target.name):
         tags = PLATFORM_TAGS[tb.target.name]
@@ -95,6 +110,10 @@ def package(ctx) -> list[Path]:
         files["minirt/_build_info.json"] = buildinfo.to_json(info)
         spec = wheel_spec(version, tags, info)
         data = wheel.build(spec, files, executable=[f"minirt/{tb.target.library}"])
+        # A wheel of another version for this platform would be picked up by `dist/*.whl`.
+        for old in dist.glob(f"minirt-*-py3-none-{'.'.join(tags)}.whl"):
+            if old.name != spec.filename:
+                old.unlink()
         out.append(write_if_changed(dist / spec.filename, data))
         sizes[spec.filename] = len(data)
         sizes[f"{spec.filename}:minirt/{tb.target.library}"] = len(lib)
