@@ -18,19 +18,6 @@ typedef float mrt_v4f __attribute__((vector_size(16)));
 typedef float mrt_v8f __attribute__((vector_size(32)));
 #endif
 
-/* Vector max/min: clang's elementwise builtins lower to maxps/fmax; the
- * fallback keeps other compilers working. */
-#if defined(__has_builtin)
-#if __has_builtin(__builtin_elementwise_max)
-#define MRT_VMAX(x, y) __builtin_elementwise_max(x, y)
-#define MRT_VMIN(x, y) __builtin_elementwise_min(x, y)
-#endif
-#endif
-#ifndef MRT_VMAX
-#define MRT_VMAX(x, y) ((x) > (y) ? (x) : (y))
-#define MRT_VMIN(x, y) ((x) < (y) ? (x) : (y))
-#endif
-
 /*
  * One register tile: MR rows x NV vectors of VL floats; A advances by AS per
  * k step (the panel width; a 1-row tile reads one row of an mr-wide panel, so
@@ -463,7 +450,9 @@ static void mrt_conv_im2col_pack(const void *vctx, size_t k0, size_t kc, size_t 
   }
 }
 
-/* The zero-padded copy of one group's input that im2col reads. */
+/* The zero-padded copy of one group's input that im2col reads. Only the input's
+ * own samples are written: the zero border is the same for every group and is
+ * cleared once per run by the caller. */
 static const float *mrt_conv_pad_input(const mrt_conv_params *p, const float *xg, float *MRT_RESTRICT xp) {
   const size_t pz = p->xp[0], py = p->xp[1], px = p->xp[2];
   /* Input samples that land in the buffer (a big stride can leave trailing ones unread). */
@@ -471,7 +460,6 @@ static const float *mrt_conv_pad_input(const mrt_conv_params *p, const float *xg
   for (size_t a = 0; a < 3; ++a)
     n[a] = p->xp[a] > (size_t)p->pb[a] ? mrt_min(p->in[a], p->xp[a] - (size_t)p->pb[a]) : 0;
   const size_t z1 = n[0], y1 = n[1], w = n[2];
-  memset(xp, 0, p->pad_floats * sizeof(float));
   for (size_t c = 0; c < p->c_in / p->group; ++c)
     for (size_t z = 0; z < z1; ++z)
       for (size_t y = 0; y < y1; ++y)
@@ -772,8 +760,8 @@ mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, float lo, flo
   } else {
     p->path = MRT_CONV_IM2COL;
     /* The extent the taps reach on each axis; a copy with zero borders when any
-     * tap falls outside the input, else the input itself. */
-    /* In 64 bits: size_t is 32 on armv7 and x86, and huge pads make huge extents. */
+     * tap falls outside the input, else the input itself. In 64 bits: size_t is
+     * 32 on armv7 and x86, and huge pads make huge extents. */
     uint64_t ext[3], plane64 = 1;
     for (size_t a = 0; a < 3; ++a) {
       ext[a] = (uint64_t)(p->out[a] - 1) * p->s[a] + (uint64_t)(p->k[a] - 1) * p->d[a] + 1;
@@ -844,6 +832,8 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
 
   const size_t cg = p->c_in / p->group;
   mrt_sgemm_epilogue ep = {NULL, NULL, p->lo, p->hi};
+  float *xpad = (float *)((char *)scratch + p->pad_off);
+  if (p->path == MRT_CONV_IM2COL && p->pad_copy) memset(xpad, 0, p->pad_floats * sizeof(float));
   for (size_t n = 0; n < p->batch; ++n)
     for (size_t g = 0; g < p->group; ++g) {
       const float *xg = x + (n * p->c_in + g * cg) * p->in_pix;
@@ -859,7 +849,7 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
       }
       mrt_im2col_ctx ic = {p, xg};
       if (p->path == MRT_CONV_IM2COL && p->pad_copy)
-        ic.x = mrt_conv_pad_input(p, xg, (float *)((char *)scratch + p->pad_off));
+        ic.x = mrt_conv_pad_input(p, xg, xpad);
       if (p->path == MRT_CONV_GEMM) {
         b.data = xg;
         b.rs = p->in_pix;

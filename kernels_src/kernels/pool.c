@@ -28,8 +28,7 @@ typedef struct pool_params {
   int64_t dil[3];
   pool_tap *tap[3];        /* tap[a][o] for o < out[a] */
   int64_t istride[3];      /* MaxPool Indices: flat-index stride of each axis */
-  int64_t wk, ws;          /* width kernel and stride */
-  int64_t kh, dh, pt, pl;  /* height kernel and dilation, top and left pads */
+  int64_t k[3], s[3], pb[3]; /* kernel, stride, leading pad */
   int count_include_pad;
   /* Flat form (2-D or 1-D, stride 1 in H and W): see pool_flat. */
   int flat;
@@ -41,18 +40,6 @@ typedef struct pool_params {
 
 #define POOL_VL 8
 typedef float pool_vec __attribute__((vector_size(POOL_VL * sizeof(float))));
-#if defined(__has_builtin)
-#if __has_builtin(__builtin_elementwise_max)
-#define POOL_VMAX(x, y) __builtin_elementwise_max(x, y)
-#endif
-#endif
-#ifndef POOL_VMAX
-static inline pool_vec pool_vmax(pool_vec x, pool_vec y) {
-  for (int i = 0; i < POOL_VL; i++) x[i] = y[i] > x[i] ? y[i] : x[i];
-  return x;
-}
-#define POOL_VMAX(x, y) pool_vmax(x, y)
-#endif
 
 /* Division rounding towards +inf for a > 0 divisor. */
 static int64_t div_up(int64_t n, int64_t d) {
@@ -73,14 +60,14 @@ static mrt_status pool_flat_prepare(mrt_node *node, mrt_ctx *ctx, pool_params *p
   /* Sizes in 64 bits (size_t is 32 on armv7 and x86): a plane that does not fit in
    * 2^31 bytes of scratch stays on the row form. */
   const uint64_t oh = (uint64_t)p->out[1], ow = (uint64_t)p->out[2];
-  const uint64_t rw = ow + (uint64_t)(p->wk - 1) * (uint64_t)p->dil[2];
-  const uint64_t rh = oh + (uint64_t)(p->kh - 1) * (uint64_t)p->dh;
+  const uint64_t rw = ow + (uint64_t)(p->k[2] - 1) * (uint64_t)p->dil[2];
+  const uint64_t rh = oh + (uint64_t)(p->k[1] - 1) * (uint64_t)p->dil[1];
   if (rw > INT32_MAX || rh > INT32_MAX || (rh + 2) * rw + 2 * POOL_VL > INT32_MAX / 2 / sizeof(float))
     return MRT_STATUS_OK;
   p->rw = (size_t)rw;
   p->rh = (size_t)rh;
   p->nflat = ((size_t)oh * p->rw + POOL_VL - 1) / POOL_VL * POOL_VL;
-  const size_t kh = (size_t)p->kh, kw = (size_t)p->wk, dh = (size_t)p->dh, dw = (size_t)p->dil[2];
+  const size_t kh = (size_t)p->k[1], kw = (size_t)p->k[2], dh = (size_t)p->dil[1], dw = (size_t)p->dil[2];
   p->off = mrt_ctx_alloc(ctx, kh * kw * sizeof *p->off);
   if (!p->off) return mrt_ctx_error(ctx, node, MRT_STATUS_OUT_OF_MEMORY, "out of memory");
   for (size_t i = 0; i < kh; i++)
@@ -97,24 +84,25 @@ static size_t pool_flat_scratch(const pool_params *p) {
 
 static inline void pool_flat(const pool_params *p, const float *x, float *y, float *buf, const int is_max) {
   const size_t h = (size_t)p->in[1], w = (size_t)p->in[2], oh = (size_t)p->out[1], ow = (size_t)p->out[2];
-  const size_t rw = p->rw, rh = p->rh, ntaps = (size_t)(p->kh * p->wk);
+  const size_t rw = p->rw, rh = p->rh, ntaps = (size_t)(p->k[1] * p->k[2]);
   const size_t nbuf = (rh + 1) * rw + POOL_VL;
   float *tmp = buf + nbuf;
   const float fill = is_max ? NEG_INF : 0.0f;
   for (size_t i = 0; i < nbuf; i++) buf[i] = fill;
   /* Input rows and columns that land in the buffer. */
-  const size_t r0 = p->pt, r1 = p->pt + h < rh ? p->pt + h : rh;
-  const size_t c0 = p->pl, c1 = p->pl + w < rw ? p->pl + w : rw;
+  const size_t pt = (size_t)p->pb[1], pl = (size_t)p->pb[2];
+  const size_t r0 = pt, r1 = pt + h < rh ? pt + h : rh;
+  const size_t c0 = pl, c1 = pl + w < rw ? pl + w : rw;
   for (size_t c = 0; c < p->planes; c++, x += h * w, y += oh * ow) {
     if (c1 > c0)
-      for (size_t r = r0; r < r1; r++) memcpy(buf + r * rw + c0, x + (r - p->pt) * w, (c1 - c0) * sizeof(float));
+      for (size_t r = r0; r < r1; r++) memcpy(buf + r * rw + c0, x + (r - pt) * w, (c1 - c0) * sizeof(float));
     for (size_t f = 0; f < p->nflat; f += POOL_VL) {
       pool_vec m;
       memcpy(&m, buf + f + p->off[0], sizeof m);
       for (size_t t = 1; t < ntaps; t++) {
         pool_vec v;
         memcpy(&v, buf + f + p->off[t], sizeof v);
-        m = is_max ? POOL_VMAX(m, v) : m + v;
+        m = is_max ? MRT_VMAX(m, v) : m + v;
       }
       memcpy(tmp + f, &m, sizeof m);
     }
@@ -210,13 +198,12 @@ static mrt_status pool_prepare(mrt_node *node, mrt_ctx *ctx, int max_outputs, in
       t[i].nincl = (int32_t)u1;
     }
     p->tap[a] = t;
-    if (a == 1) p->kh = kk, p->dh = d, p->pt = pb;
-    if (a == 1 && s != 1) p->flat = -1;
-    if (a == 2) p->wk = kk, p->ws = s, p->pl = pb;
+    p->k[a] = kk, p->s[a] = s, p->pb[a] = pb;
   }
-  if (p->in[0] == 1 && p->out[0] == 1 && p->flat == 0 && p->ws == 1 &&
+  if (p->in[0] == 1 && p->out[0] == 1 && p->s[1] == 1 && p->s[2] == 1 &&
       (st = pool_flat_prepare(node, ctx, p)) != MRT_STATUS_OK)
     return st;
+  mrt_ctx_request_scratch(ctx, (p->flat ? pool_flat_scratch(p) : (size_t)p->in[2]) * sizeof(float));
   *out = p;
   return MRT_STATUS_OK;
 }
@@ -277,7 +264,6 @@ mrt_status mrt_maxpool_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   pool_params *p;
   mrt_status st = pool_prepare(node, ctx, 2, 1, &p);
   if (st) return st;
-  mrt_ctx_request_scratch(ctx, (p->flat == 1 ? pool_flat_scratch(p) : (size_t)p->in[2]) * sizeof(float));
   const mrt_tensor *ind = mrt_out(node, 1);
   if (ind) {
     if (ind->dtype != MRT_DTYPE_INT64 || !mrt_same_dims(ind, node->outputs[0]))
@@ -302,7 +288,7 @@ void mrt_maxpool_run_f32(const mrt_node *node, void *scratch) {
   float *y = node->outputs[0]->data;
   const mrt_tensor *ind_t = mrt_out(node, 1);
   if (!ind_t) {
-    if (p->flat == 1)
+    if (p->flat)
       pool_flat(p, x, y, scratch, 1);
     else
       pool_separable(p, x, y, scratch, 1);
@@ -350,7 +336,7 @@ mrt_status mrt_averagepool_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = pool_prepare(node, ctx, 1, node->opset >= 19, &p);
   if (st) return st;
   p->count_include_pad = mrt_attr_int(node, "count_include_pad", 0) != 0;
-  if (p->flat == 1) {
+  if (p->flat) {
     const size_t oh = (size_t)p->out[1], ow = (size_t)p->out[2];
     p->div = mrt_ctx_alloc(ctx, oh * ow * sizeof *p->div);
     if (!p->div) return mrt_ctx_error(ctx, node, MRT_STATUS_OUT_OF_MEMORY, "out of memory");
@@ -361,14 +347,13 @@ mrt_status mrt_averagepool_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
         p->div[i * ow + j] = cnt > 0 ? (float)cnt : __builtin_inff(); /* sum of padding / inf = 0 */
       }
   }
-  mrt_ctx_request_scratch(ctx, (p->flat == 1 ? pool_flat_scratch(p) : (size_t)p->in[2]) * sizeof(float));
   node->params = p;
   return MRT_STATUS_OK;
 }
 
 void mrt_averagepool_run_f32(const mrt_node *node, void *scratch) {
   const pool_params *p = node->params;
-  if (p->flat == 1)
+  if (p->flat)
     pool_flat(p, node->inputs[0]->data, node->outputs[0]->data, scratch, 0);
   else
     pool_separable(p, node->inputs[0]->data, node->outputs[0]->data, scratch, 0);

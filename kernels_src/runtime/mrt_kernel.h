@@ -51,6 +51,19 @@ float fabsf(float x);
 #define MRT_RESTRICT restrict
 #define MRT_UNUSED(x) ((void)(x))
 
+/* Vector max/min: clang's elementwise builtins lower to maxps/fmax; the
+ * fallback keeps other compilers working. */
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_elementwise_max)
+#define MRT_VMAX(x, y) __builtin_elementwise_max(x, y)
+#define MRT_VMIN(x, y) __builtin_elementwise_min(x, y)
+#endif
+#endif
+#ifndef MRT_VMAX
+#define MRT_VMAX(x, y) ((x) > (y) ? (x) : (y))
+#define MRT_VMIN(x, y) ((x) < (y) ? (x) : (y))
+#endif
+
 /* Marks code that runs once per session (prepare and its helpers): compiled
  * for size even inside a `speed` kernel, whose -O2 is meant for run(). */
 #if defined(__has_attribute)
