@@ -14,9 +14,8 @@ and optionally:
 
 from __future__ import annotations
 
-import re
-
 import importlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import glob
 import hashlib
-import io
 import json
 import os
 import re
@@ -243,6 +242,8 @@ def link_steps(target: Target, tdir: Path) -> list[dict]:
 
 # --------------------------------------------------------------------------- Java
 
+JAR_MANIFEST = b"Manifest-Version: 1.0\r\nCreated-By: minibuild\r\n\r\n"
+
 
 def compile_java(out_dir: Path, jdk: Jdk | None = None) -> bytes:
     """classes.jar of the Java API (javac --release 8), rebuilt only when a source
@@ -264,7 +265,7 @@ def compile_java(out_dir: Path, jdk: Jdk | None = None) -> bytes:
         proc = subprocess.run([javac, *flags, "-d", tmp, *map(str, sources)], capture_output=True, text=True)
         if proc.returncode != 0:
             raise BuildError(f"javac failed on the Java API (packaging/android/java):\n{proc.stdout}{proc.stderr}")
-        entries = {"META-INF/MANIFEST.MF": b"Manifest-Version: 1.0\r\nCreated-By: minibuild\r\n\r\n"}
+        entries = {"META-INF/MANIFEST.MF": JAR_MANIFEST}
         for f in sorted(Path(tmp).rglob("*.class")):
             entries[f.relative_to(tmp).as_posix()] = f.read_bytes()
     data = archive.zip_bytes(entries, directories=False, sorted_entries=False)
@@ -377,20 +378,20 @@ def prefab_aar_entries(libraries: dict[str, bytes], header: bytes, name: str, pa
     """The prefab AAR of the "separate" layout: headers and libraries for CMake/ndk-build,
     no Java. Its manifest package is PACKAGE.prefab, as two libraries in one app may not
     share a namespace."""
-    jar = archive.zip_bytes({"META-INF/MANIFEST.MF": b"Manifest-Version: 1.0\r\nCreated-By: minibuild\r\n\r\n"},
-                            directories=False)
+    jar = archive.zip_bytes({"META-INF/MANIFEST.MF": JAR_MANIFEST}, directories=False)
     e = _aar_common(f"{package}.prefab", jar, build_info)
     e.update(_prefab_entries(libraries, header, name, prefab_version))
     return e
 
 
-def check_options(opts) -> None:
-    """The AAR's names and prefab layout, checked before anything compiles."""
+def check_options(opts) -> str:
+    """The AAR's names and prefab layout, checked before anything compiles; returns the
+    version prefab can hold."""
     layout = getattr(opts, "android_prefab", "separate")
     if layout not in PREFAB_LAYOUTS:
         raise ValueError(f"--android-prefab {layout!r}: expected one of {', '.join(PREFAB_LAYOUTS)}")
-    _check_names(getattr(opts, "android_name", "minirt"), getattr(opts, "android_package", JAVA_PACKAGE),
-                 getattr(opts, "package_version", __version__))
+    return _check_names(getattr(opts, "android_name", "minirt"), getattr(opts, "android_package", JAVA_PACKAGE),
+                        getattr(opts, "package_version", __version__))
 
 
 def package(ctx) -> list[Path]:
@@ -402,8 +403,7 @@ def package(ctx) -> list[Path]:
     package_name = getattr(opts, "android_package", JAVA_PACKAGE)
     version = getattr(opts, "package_version", __version__)
     layout = getattr(opts, "android_prefab", "separate")
-    check_options(opts)
-    prefab_version = _check_names(name, package_name, version)
+    prefab_version = check_options(opts)
     dist = ctx.out / "dist"
     builds = [tb for tb in ctx.builds if tb.target.abi in TARGETS]
     libraries = {tb.target.abi: Path(tb.library).read_bytes() for tb in builds}

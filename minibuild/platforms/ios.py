@@ -149,9 +149,14 @@ def _render(name: str, **values) -> str:
     return env.from_string(resources.path("packaging", "ios", name).read_text()).render(**values)
 
 
+def _pod_version(opts) -> str:
+    """--package-version (the runtime version when unset) for the podspec."""
+    return getattr(opts, "package_version", None) or buildinfo.runtime_version()
+
+
 def check_options(opts) -> None:
     """The podspec's version, checked before anything compiles."""
-    check_package_version(getattr(opts, "package_version", None) or buildinfo.runtime_version())
+    check_package_version(_pod_version(opts))
 
 
 def package(ctx) -> list[Path]:
@@ -173,7 +178,7 @@ def package(ctx) -> list[Path]:
     out.append(write_if_changed(dist / f"{FRAMEWORK}.xcframework.zip.checksum", checksum + "\n"))
 
     values = dict(minibuild_version=info["minibuild_version"], runtime_version=info["runtime_version"],
-                  package_version=getattr(ctx.opts, "package_version", None) or info["runtime_version"],
+                  package_version=_pod_version(ctx.opts),
                   manifest_hash=info["manifest_hash"], models=", ".join(info["models"]) or "-",
                   url=URL_PLACEHOLDER, checksum=checksum, ios_major=IOS_MIN.split(".")[0],
                   ios_version=IOS_MIN, homepage="https://example.invalid/REPLACE-ME")
