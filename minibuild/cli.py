@@ -1,6 +1,6 @@
 """The `minibuild` command.
 
-    minibuild --models DIR --platform linux --out OUT     build (the default command)
+    minibuild --models DIR --platform P --out OUT         build (the default command)
     minibuild scan --models DIR --out OUT                 manifest only
     minibuild verify --models DIR --out OUT [--json F]    compare with onnxruntime
     minibuild size history|diff|estimate|calibrate ...    size reports (minibuild size --help)
@@ -10,36 +10,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from pathlib import Path
 
-from . import __version__
+from . import __version__, platforms as platforms_mod
 from .errors import MinibuildError
+from .options import Options, parse_fix_dims, parse_input_shapes
 
 COMMANDS = ("build", "scan", "verify", "size")
-
-
-def _dims(values: list[str]) -> dict[str, int]:
-    out = {}
-    for v in values or []:
-        name, _, n = v.partition("=")
-        if not name or not n.isdigit() or int(n) < 1:
-            raise MinibuildError(f"--fix-dim {v}: expected NAME=N with N >= 1, e.g. --fix-dim batch=1")
-        out[name] = int(n)
-    return out
-
-
-def _shapes(values: list[str]) -> dict[str, tuple]:
-    out = {}
-    for v in values or []:
-        name, _, dims = v.rpartition("=")
-        try:
-            shape = tuple(int(d) for d in dims.split(","))
-        except ValueError:
-            shape = ()
-        if not name or not shape or min(shape) < 0:
-            raise MinibuildError(f"--input-shape {v}: expected INPUT=D0,D1,..., e.g. --input-shape input=1,3,224,224")
-        out[name] = shape
-    return out
 
 
 def _common(p: argparse.ArgumentParser):
@@ -49,14 +27,38 @@ def _common(p: argparse.ArgumentParser):
     p.add_argument("--input-shape", action="append", metavar="INPUT=D0,D1,...", help="set an input's shape (repeatable)")
 
 
+DESCRIPTIONS = {
+    "build": "Build the smallest runtime that runs exactly the models in --models: scan and optimise "
+             "them, write the manifest, compile only the kernels it lists, convert the models, package "
+             "for each --platform, and write the size report.",
+    "scan": "Scan and optimise the models in --models and write the manifest of the operators and "
+            "element types they need (OUT/manifest/), without compiling. Fails, naming every "
+            "model/node/op/opset/type, when a kernel is missing.",
+    "verify": "Run every model in --models on the library a build wrote to --out and on onnxruntime "
+              "(one thread, same seeded inputs); print the max error and both latencies per output. "
+              "Exits 1 when an output differs beyond tolerance.",
+}
+
+
+def _platforms_epilog() -> str:
+    lines = ["platforms (--platform, a comma list, or 'all'):"]
+    for name in platforms_mod.ALL:
+        mod = platforms_mod.get(name)
+        first = " ".join((mod.__doc__ or "").strip().split("\n\n")[0].split())  # the docstring's first paragraph
+        lines += textwrap.wrap(first, 96, initial_indent=f"  {name:8} ", subsequent_indent=" " * 11)
+        lines.append(f"  {'':8} ABIs: {', '.join(mod.TARGETS)} (default: {', '.join(mod.DEFAULT_ABIS)})")
+    return "\n".join(lines) + "\n\ncommands:\n" + __doc__.split("\n\n", 1)[1]
+
+
 def parser(command: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"minibuild{'' if command == 'build' else ' ' + command}",
-                                description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                                description=DESCRIPTIONS[command], epilog=_platforms_epilog(),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"minibuild {__version__}")
     _common(p)
     if command in ("build", "verify"):
         p.add_argument("--platform", default="linux",
-                       help="linux (default); comma-separated list or 'all' where supported")
+                       help=f"{', '.join(platforms_mod.ALL)}, a comma list, or 'all' (default: linux)")
         p.add_argument("--abi", action="append", help="build only these ABIs (repeatable)")
         p.add_argument("-j", "--jobs", type=int, help="parallel compile jobs (default: CPU count)")
         p.add_argument("--verbose", action="store_true", help="print full compiler command lines")
@@ -89,11 +91,11 @@ def main(argv=None) -> int:
         from .report import cli as size_cli
         return size_cli.main(argv)
     args = parser(command).parse_args(argv)
-    from .pipeline import Options, console
+    from .console import print_error
     try:
         platforms = [p for p in getattr(args, "platform", "linux").split(",") if p]
         opts = Options(models=args.models, out=args.out, platforms=platforms, abis=getattr(args, "abi", None),
-                       fixed_dims=_dims(args.fix_dim), input_shapes=_shapes(args.input_shape),
+                       fixed_dims=parse_fix_dims(args.fix_dim), input_shapes=parse_input_shapes(args.input_shape),
                        jobs=getattr(args, "jobs", None), verbose=getattr(args, "verbose", False),
                        messages=not getattr(args, "no_messages", False),
                        package_version=getattr(args, "package_version", "0.1.0"),
@@ -103,6 +105,7 @@ def main(argv=None) -> int:
                        size_history=getattr(args, "size_history", None), size_budget=getattr(args, "size_budget", None),
                        size_baseline=getattr(args, "size_baseline", None))
         if command == "scan":
+            from .console import console
             from .pipeline import run_scan
             res = run_scan(opts)
             console.print(f"manifest: {len(res.manifest.entries)} entries -> {Path(args.out) / 'manifest'}")
@@ -115,12 +118,10 @@ def main(argv=None) -> int:
             from .verify import run_verify
             return run_verify(opts, json_path=args.json, seed=args.seed, runs=args.runs)
     except MinibuildError as e:
-        console.print("[bold red]error:[/] ", end="")
-        console.print(str(e), markup=False)
+        print_error(str(e))
         return e.exit_code
     except ValueError as e:
-        console.print("[bold red]error:[/] ", end="")
-        console.print(str(e), markup=False)
+        print_error(str(e))
         return 2
     return 0
 

@@ -7,36 +7,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from . import build, convert, manifest as manifest_mod, platforms, registry as registry_mod, report, scan
+from . import build, convert, manifest as manifest_mod, options as options_mod, platforms, registry as registry_mod, report, scan
+from .console import console
 from .fsutil import write_if_changed
-
-import sys as _sys
-
-# Wide enough for the verify table when output goes to a log file or CI.
-console = Console(stderr=True, highlight=False, width=None if _sys.stderr.isatty() else 150)
-
-
-@dataclass
-class Options:
-    models: Path
-    out: Path
-    platforms: list[str] = field(default_factory=lambda: ["linux"])
-    abis: list[str] | None = None
-    fixed_dims: dict[str, int] = field(default_factory=dict)
-    input_shapes: dict[str, tuple] = field(default_factory=dict)
-    jobs: int | None = None
-    verbose: bool = False
-    messages: bool = True
-    android_name: str = "minirt"                   # Android: OUT/dist/<android_name>-<package_version>.aar
-    android_package: str = "ai.minibuild.minirt"   # Android: the AAR manifest's package (namespace)
-    package_version: str = "0.1.0"                 # version written into packages (AAR, prefab)
-    android_prefab: str = "separate"               # Android: prefab package in its own AAR | bundled | none
-    size_history: Path | None = None     # SQLite size history (default OUT/size_history.sqlite; env MINIBUILD_SIZE_HISTORY)
-    size_budget: str | None = None       # bytes (all libraries) or a YAML file of limits: see docs/size_report.md
-    size_baseline: Path | None = None    # an earlier size_report.json to compare with (default: last build in the history)
+from .options import Options
 
 
 @dataclass
@@ -89,22 +65,12 @@ def convert_models(result: ScanResult, out_dir: Path) -> dict[str, Path]:
 
 def run_build(opts: Options) -> BuildResult:
     t0 = time.monotonic()
+    names, wanted = options_mod.check(opts)  # unknown platform/ABI/option: nothing scanned or written yet
     out = Path(opts.out).resolve()
     result = run_scan(opts)
     console.print(f"[bold]manifest[/] {len(result.manifest.entries)} operator entries from "
                   f"{len(result.models)} model(s), hash {result.manifest.hash[:12]}")
     model_files = convert_models(result, out / "models")
-    names = platforms.expand(opts.platforms)
-    if opts.abis and len(names) > 1:  # --abi with several platforms: each takes the ABIs it has
-        wanted = {p: [t for t in platforms.targets(p) if t.abi in opts.abis] for p in names}
-        if not any(wanted.values()):
-            raise ValueError(f"no platform of {names} has ABI(s) {opts.abis}")
-    else:
-        wanted = {p: platforms.targets(p, opts.abis) for p in names}
-    for name in names:  # option errors (package names, layouts) before any compile
-        check = getattr(platforms.get(name), "check_options", None)
-        if check:
-            check(opts)
     # A target two platforms share (python's wheels reuse linux's libraries) compiles once.
     targets = list({t.name: t for p in names for t in wanted[p]}.values())
     plans, builds = [], []

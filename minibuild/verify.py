@@ -220,7 +220,7 @@ def verify_model(path: Path, minirt, registry, opts, seed: int, runs: int) -> Mo
 
 def run_verify(opts, json_path: Path | None = None, seed: int = 0, runs: int = 5) -> int:
     from rich.table import Table
-    from .pipeline import console
+    from .console import console
     registry = registry_mod.load()
     minirt = import_minirt(opts.out)
     checks = []

@@ -162,7 +162,7 @@ def check_options(opts) -> None:
 def package(ctx) -> list[Path]:
     if not ctx.builds:
         return []
-    from ..pipeline import console
+    from ..console import console
     dist = ctx.out / "dist"
     libs = slices(ctx.builds)
     info = buildinfo.build_info(ctx, platform="ios", minimum_os=IOS_MIN,

@@ -97,7 +97,7 @@ def check_options(opts) -> None:
 def package(ctx) -> list[Path]:
     if not ctx.builds:
         return []
-    from ..pipeline import console
+    from ..console import console
     dist = ctx.out / "dist"
     version = wheel_version(ctx.opts)
     out, sizes = [], {}

@@ -49,7 +49,7 @@ def write_reports(opts, result) -> ReportOutcome:
     """Attribute every built library, write OUT/size_report.{json,md,html}, append the
     history; raise budget.SizeBudgetError (after writing everything) when over budget."""
     from .. import build as build_mod
-    from ..pipeline import console
+    from ..console import console
     from . import assemble, attribution, budget as budget_mod, history, html, markdown
 
     out = Path(opts.out).resolve()

@@ -49,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    from ..pipeline import console
+    from ..console import console
     try:
         return _run(args)
     except MinibuildError as e:
@@ -77,13 +77,13 @@ def _run(args) -> int:
         sys.stdout.write(diff.format_diff(diff.compare(old, new), show_zero=args.all))
         return 0
     if args.cmd == "estimate":
-        from ..cli import _dims, _shapes
-        from ..pipeline import Options, run_scan
+        from ..options import Options, parse_fix_dims, parse_input_shapes
+        from ..pipeline import run_scan
         from .. import platforms
         table = estimate.load_table(args.table)
         with tempfile.TemporaryDirectory(prefix="minibuild-estimate-") as tmp:
-            opts = Options(models=args.models, out=Path(tmp), fixed_dims=_dims(args.fix_dim),
-                           input_shapes=_shapes(args.input_shape))
+            opts = Options(models=args.models, out=Path(tmp), fixed_dims=parse_fix_dims(args.fix_dim),
+                           input_shapes=parse_input_shapes(args.input_shape))
             scan = run_scan(opts)
         results = []
         for name in platforms.expand([args.platform]):
