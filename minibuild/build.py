@@ -9,14 +9,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import codegen, platforms, resources, toolchain
+from . import codegen, domains, platforms, resources, toolchain
 from .errors import BuildError
 from .fsutil import write_if_changed
 from .manifest import Manifest
 from .registry import Registry
 from .toolchain import Target
 
-RUNTIME_SOURCES = ("runtime/model.c", "runtime/session.c", "runtime/attrs.c")
+RUNTIME_SOURCES = ("runtime/model.c", "runtime/session.c", "runtime/attrs.c", "runtime/kernel_ctx.c", "runtime/status.c")
 
 
 @dataclass
@@ -38,7 +38,7 @@ def _object_list(target: Target, registry: Registry, manifest: Manifest) -> list
     for domain, op, dtype in manifest.kernels():
         e = registry.get(domain, op)
         support.update(e.requires)
-        stem = op if domain == "ai.onnx" else f"{domain}.{op}"
+        stem = domains.qualified(domain, op)
         objs.append({"source": str(src / e.source), "target": f"obj/kernels/{stem}__{dtype}.o", "speed": e.speed,
                      "defines": [f"MRT_OP_{op}=1", f"MRT_TYPE_{dtype}=1"], "label": f"{op} {dtype}",
                      "role": ["kernel", f"{domain}.{op}", dtype]})

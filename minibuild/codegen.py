@@ -7,7 +7,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import resources
+from . import domains, resources
 from .fsutil import write_if_changed
 from .manifest import Manifest
 from .registry import DTYPES, Registry
@@ -30,7 +30,7 @@ def rows(registry: Registry, manifest: Manifest) -> list[Row]:
     for domain, op, dtype in manifest.kernels():
         e = registry.get(domain, op)
         k = e.kernels[dtype]
-        out.append(Row("" if domain == "ai.onnx" else domain, op, e.since_min, e.since_max,
+        out.append(Row(domains.proto(domain), op, e.since_min, e.since_max,
                        dtype, DTYPES[dtype][0], k.prepare, k.run))
     return sorted(out, key=lambda r: (r.domain, r.op, r.since_min, r.dtype_value))
 
@@ -52,7 +52,7 @@ def _banner(template: str, registry: Registry, used: list[str]) -> str:
 def render(registry: Registry, manifest: Manifest, gen_dir: Path, messages: bool = True) -> list[Path]:
     env = _env()
     table = rows(registry, manifest)
-    used = [registry.get(d or "ai.onnx", r.op).path.name for r in table for d in [r.domain]]
+    used = [registry.get(domains.canonical(r.domain), r.op).path.name for r in table]
     registry_c = env.get_template("registry.c.j2").render(
         banner=_banner("registry.c.j2", registry, used), rows=table, manifest_hash=manifest.hash)
     config_h = env.get_template("config.h.j2").render(

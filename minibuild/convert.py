@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 from onnx import AttributeProto, helper
 
+from . import domains
 from .errors import ModelError
 from .optimize import Graph
 from .registry import DTYPES
@@ -198,7 +199,7 @@ def convert(g: Graph, node_needs: list[NodeNeed]) -> bytes:
             attrs += ATTR.pack(*_attr_record(a, strings, data, where))
             n_attrs += 1
         nodes += NODE.pack(
-            strings.add(node.op_type), strings.add("" if node.domain in ("", "ai.onnx") else node.domain),
+            strings.add(node.op_type), strings.add(domains.proto(node.domain)),
             strings.add(node.name), need.opset, DTYPES[need.dtype][0] if need.dtype in DTYPES else 0,
             ins_first, len(node.input), outs_first, len([o for o in node.output if o]),
             first_attr, len(node.attribute), 0,

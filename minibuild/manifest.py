@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from . import __version__
+from . import __version__, domains
 from .errors import UnsupportedOpsError
 from .registry import DTYPES, Registry
 from .scan import NodeNeed, ScannedModel
@@ -110,7 +110,7 @@ def build(models: list[ScannedModel], all_needs: list[NodeNeed]) -> Manifest:
         e.dtypes.sort()
     infos = [
         {"name": m.name, "file": m.path.name, "sha256": m.sha256,
-         "opsets": {("ai.onnx" if d == "" else d): v for d, v in sorted(m.graph.opsets.items())}}
+         "opsets": {domains.canonical(d): v for d, v in sorted(m.graph.opsets.items())}}
         for m in models
     ]
     return Manifest(models=infos, entries=entries)

@@ -11,6 +11,7 @@ import onnx
 from onnx import helper, numpy_helper, shape_inference
 from onnx.reference import ReferenceEvaluator
 
+from . import domains
 from .errors import ModelError
 
 # Ops whose value is not a function of their inputs: never folded.
@@ -93,7 +94,7 @@ def from_model(model: onnx.ModelProto, source: str, fixed_dims: dict[str, int] |
     input_shapes = input_shapes or {}
     g = Graph(model=model, source=source)
     for op in model.opset_import:
-        g.opsets["" if op.domain == "ai.onnx" else op.domain] = op.version
+        g.opsets[domains.proto(op.domain)] = op.version
     if "" not in g.opsets:
         g.opsets[""] = 1
     for init in model.graph.initializer:
@@ -128,8 +129,7 @@ def from_model(model: onnx.ModelProto, source: str, fixed_dims: dict[str, int] |
         n = onnx.NodeProto.FromString(n.SerializeToString())
         if not n.name:
             n.name = f"{n.op_type}_{i}"
-        if n.domain == "ai.onnx":
-            n.domain = ""
+        n.domain = domains.proto(n.domain)
         g.nodes.append(n)
     return g
 

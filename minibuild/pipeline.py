@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from . import build, convert, manifest as manifest_mod, options as options_mod, platforms, registry as registry_mod, report, scan
+from . import build, manifest as manifest_mod, options as options_mod, platforms, prepare, registry as registry_mod, report, scan
 from .console import console
 from .fsutil import write_if_changed
 from .options import Options
@@ -57,9 +57,7 @@ def run_scan(opts: Options, registry: registry_mod.Registry | None = None) -> Sc
 def convert_models(result: ScanResult, out_dir: Path) -> dict[str, Path]:
     files = {}
     for m in result.models:
-        model_needs = [n for n in result.needs if n.model == m.name]
-        data = convert.convert(m.graph, model_needs)
-        files[m.name] = write_if_changed(Path(out_dir) / f"{m.name}.mrt", data)
+        files[m.name] = write_if_changed(Path(out_dir) / f"{m.name}.mrt", prepare.convert_model(m, result.needs))
     return files
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from . import resources
+from . import domains, resources
 from .errors import RegistryError
 
 # Element type names used in the registry and manifest, with ONNX TensorProto
@@ -24,7 +24,7 @@ DTYPES = {
 }
 DTYPE_BY_ONNX = {v[0]: k for k, v in DTYPES.items()}
 C_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-DOMAINS = {"ai.onnx", "ai.minibuild"}
+DOMAINS = {domains.ONNX, domains.MINIBUILD}
 
 _OP_KEYS = {"op", "domain", "versions", "type_constraint", "type_from", "source", "speed",
             "requires", "constant_inputs", "types", "attributes", "notes"}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import onnx
 
-from . import optimize
+from . import domains, optimize
 from .errors import ModelError
 from .registry import DTYPE_BY_ONNX, Registry
 
@@ -53,17 +53,30 @@ def load_model(path: Path, fixed_dims=None, input_shapes=None) -> tuple[optimize
     data = Path(path).read_bytes()
     try:
         model = onnx.load_from_string(data)
-        onnx.checker.check_model(model)
     except Exception as e:
         raise ModelError(f"{path}: not a valid ONNX model: {e}") from None
-    return optimize.from_model(model, str(path), fixed_dims, input_shapes), hashlib.sha256(data).hexdigest()
+    return graph_from_proto(model, str(path), fixed_dims, input_shapes), hashlib.sha256(data).hexdigest()
+
+
+def graph_from_proto(model: onnx.ModelProto, source: str, fixed_dims=None, input_shapes=None) -> optimize.Graph:
+    """Check a loaded model against the ONNX spec and give it static shapes: the one
+    entry every model takes, whether read from a file or made in memory."""
+    try:
+        onnx.checker.check_model(model)
+    except Exception as e:
+        raise ModelError(f"{source}: not a valid ONNX model: {e}") from None
+    return optimize.from_model(model, source, fixed_dims, input_shapes)
 
 
 def scan_model(path: Path, registry: Registry, fixed_dims=None, input_shapes=None) -> ScannedModel:
     graph, digest = load_model(path, fixed_dims, input_shapes)
-    available = set(registry.ops)
-    optimize.optimize(graph, available)
-    return ScannedModel(path=Path(path), name=Path(path).stem, sha256=digest, graph=graph)
+    return optimise_graph(graph, Path(path), registry, digest)
+
+
+def optimise_graph(graph: optimize.Graph, path: Path, registry: Registry, sha256: str = "") -> ScannedModel:
+    """Every build-time rewrite, with the registry's operators as the ones available."""
+    optimize.optimize(graph, set(registry.ops))
+    return ScannedModel(path=Path(path), name=Path(path).stem, sha256=sha256, graph=graph)
 
 
 def node_dtype(graph: optimize.Graph, node, entry) -> str:
@@ -79,7 +92,7 @@ def needs(model: ScannedModel, registry: Registry) -> list[NodeNeed]:
     out = []
     g = model.graph
     for node in g.nodes:
-        domain = node.domain or "ai.onnx"
+        domain = domains.canonical(node.domain)
         entry = registry.get(domain, node.op_type)
         out.append(NodeNeed(
             model=model.name, node=node.name, domain=domain, op=node.op_type,

@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from . import build, convert, manifest as manifest_mod, platforms, registry as registry_mod, scan, toolchain
+from . import build, manifest as manifest_mod, platforms, prepare, registry as registry_mod, toolchain
 
 _LIB = None
 _REGISTRY = None
@@ -71,12 +71,8 @@ def convert_model(model: onnx.ModelProto, feeds: dict, constant_inputs=None, reg
             model.graph.initializer.append(numpy_helper.from_array(np.asarray(feeds[name]), name))
     runtime_inputs = [i.name for i in model.graph.input if i.name not in set(constant_inputs) | init_names]
     shapes = {k: tuple(np.asarray(feeds[k]).shape) for k in runtime_inputs if k in feeds}
-    graph = scan.optimize.from_model(model, "<test model>", input_shapes=shapes)
-    scan.optimize.optimize(graph, set(registry.ops))
-    sm = scan.ScannedModel(Path("test.onnx"), "test", "", graph)
-    needs = scan.needs(sm, registry)
-    manifest_mod.select(registry, [sm], needs)
-    return convert.convert(graph, needs), runtime_inputs
+    prepared = prepare.prepare(model, Path("test.onnx"), registry, input_shapes=shapes)
+    return prepared.data, runtime_inputs
 
 
 def run_with_minirt(model: onnx.ModelProto, feeds: dict, constant_inputs=None) -> list[np.ndarray]:

@@ -27,7 +27,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from . import convert, manifest as manifest_mod, registry as registry_mod, scan, toolchain
+from . import prepare, registry as registry_mod, scan, toolchain
 from .errors import UnsupportedOpsError, VerifyError
 
 ATOL = 1e-4
@@ -181,13 +181,8 @@ def import_minirt(out: Path):
 
 
 def _convert(model, path, registry, opts, seed):
-    graph = scan.optimize.from_model(model, str(path), opts.fixed_dims, opts.input_shapes)
-    feeds = _inputs_for(graph, seed)
-    scan.optimize.optimize(graph, set(registry.ops))
-    sm = scan.ScannedModel(Path(path), Path(path).stem, "", graph)
-    needs = scan.needs(sm, registry)
-    manifest_mod.select(registry, [sm], needs)
-    return convert.convert(graph, needs), feeds
+    prepared = prepare.prepare(model, path, registry, opts.fixed_dims, opts.input_shapes)
+    return prepared.data, _inputs_for(prepared.model.graph, seed)
 
 
 def verify_model(path: Path, minirt, registry, opts, seed: int, runs: int) -> ModelCheck:
