@@ -1,6 +1,18 @@
-/* Runtime-core internals shared by model.c, session.c and attrs.c. */
+/*
+ * Runtime-core internals: the session record and what the core's units call
+ * in each other. Calls point one way, so each unit can be read, tested and
+ * sized on its own:
+ *
+ *   session.c    -> model.c, status.c, registry.c (generated), kernels' prepare/run
+ *   model.c      -> status.c
+ *   kernels      -> kernel_ctx.c, attrs.c (mrt_kernel.h), their support units
+ *   kernel_ctx.c -> status.c
+ *   attrs.c, status.c -> libc only
+ */
 #ifndef MRT_INTERNAL_H
 #define MRT_INTERNAL_H
+
+#include <stdarg.h>
 
 #include "mrt_kernel.h"
 
@@ -43,9 +55,12 @@ struct mrt_session {
 /* model.c: parse and check the model bytes into `s`. */
 mrt_status mrt_model_load(struct mrt_session *s);
 
-/* session.c */
-mrt_status mrt_session_fail(struct mrt_session *s, mrt_status status, const char *fmt, ...);
-size_t mrt_dtype_size(uint32_t dtype);
+/* status.c (mrt_status_string is public, in minirt.h). */
+size_t mrt_dtype_size(uint32_t dtype);     /* 0 for an unknown dtype */
 const char *mrt_dtype_name(uint32_t dtype);
+/* vsnprintf into dst, or an empty string when messages are compiled out. */
+void mrt_vformat(char *dst, size_t size, const char *fmt, va_list ap);
+/* Records a printf-like message as the session's last error; returns status. */
+mrt_status mrt_session_fail(struct mrt_session *s, mrt_status status, const char *fmt, ...);
 
 #endif

@@ -123,6 +123,7 @@ typedef struct mrt_node {
 
 typedef struct mrt_ctx mrt_ctx;
 
+/* Services for prepare (runtime/kernel_ctx.c). */
 /* Allocate zeroed memory owned by the session (freed with it). NULL on OOM. */
 void *mrt_ctx_alloc(mrt_ctx *ctx, size_t size);
 /* Ask for `size` bytes of 64-byte aligned scratch passed to run(). */
@@ -157,7 +158,7 @@ uint32_t mrt_attr_floats(const mrt_node *node, const char *name, const float **v
 /* Compares a STRING attribute with `s`; absent -> compares `dflt`. */
 int mrt_attr_string_is(const mrt_node *node, const char *name, const char *dflt, const char *s);
 
-/* Common checks used by prepare functions. */
+/* Common checks used by prepare functions (runtime/kernel_ctx.c). */
 mrt_status mrt_check_arity(mrt_ctx *ctx, const mrt_node *node, uint32_t min_in, uint32_t max_in,
                            uint32_t min_out, uint32_t max_out);
 mrt_status mrt_check_dtype(mrt_ctx *ctx, const mrt_node *node, const mrt_tensor *t, mrt_dtype want);

@@ -1,120 +1,11 @@
-/* Sessions: load, bind kernels, prepare, run. */
-#include <stdarg.h>
+/* Sessions: load, bind kernels, prepare, run. The top of the runtime core:
+ * it calls model.c, status.c and the kernels (through the registry); none of
+ * them calls back into it (internal.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
-#include "config.h" /* generated: MRT_ENABLE_MESSAGES */
-
-size_t mrt_dtype_size(uint32_t dtype) {
-  switch (dtype) {
-    case MRT_DTYPE_FLOAT32: case MRT_DTYPE_INT32: return 4;
-    case MRT_DTYPE_UINT8: case MRT_DTYPE_INT8: case MRT_DTYPE_BOOL: return 1;
-    case MRT_DTYPE_INT64: return 8;
-    case MRT_DTYPE_FLOAT16: return 2;
-    default: return 0;
-  }
-}
-
-const char *mrt_dtype_name(uint32_t dtype) {
-  switch (dtype) {
-    case MRT_DTYPE_FLOAT32: return "float32";
-    case MRT_DTYPE_UINT8: return "uint8";
-    case MRT_DTYPE_INT8: return "int8";
-    case MRT_DTYPE_INT32: return "int32";
-    case MRT_DTYPE_INT64: return "int64";
-    case MRT_DTYPE_BOOL: return "bool";
-    case MRT_DTYPE_FLOAT16: return "float16";
-    default: return "unknown";
-  }
-}
-
-static void vformat(char *dst, size_t size, const char *fmt, va_list ap) {
-#if MRT_ENABLE_MESSAGES
-  vsnprintf(dst, size, fmt, ap);
-#else
-  /* Messages compiled out for the smallest builds: keep the format string
-   * out of the binary too, only the status remains. */
-  (void)fmt; (void)ap;
-  if (size) dst[0] = 0;
-#endif
-}
-
-mrt_status mrt_session_fail(struct mrt_session *s, mrt_status status, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vformat(s->error, sizeof s->error, fmt, ap);
-  va_end(ap);
-  return status;
-}
-
-void *mrt_ctx_alloc(mrt_ctx *ctx, size_t size) {
-  struct mrt_session *s = ctx->session;
-  if (s->n_allocs == s->cap_allocs) {
-    size_t cap = s->cap_allocs ? s->cap_allocs * 2 : 16;
-    void **grown = realloc(s->allocs, cap * sizeof *grown);
-    if (!grown) return NULL;
-    s->allocs = grown;
-    s->cap_allocs = cap;
-  }
-  /* 64-byte aligned so kernels can keep packed weights here. */
-  void *block = calloc(1, size + MRT_ALIGN + sizeof(void *));
-  if (!block) return NULL;
-  s->allocs[s->n_allocs++] = block;
-  uintptr_t p = ((uintptr_t)block + sizeof(void *) + MRT_ALIGN - 1) & ~(uintptr_t)(MRT_ALIGN - 1);
-  return (void *)p;
-}
-
-void mrt_ctx_request_scratch(mrt_ctx *ctx, size_t size) {
-  if (size > ctx->scratch_size) ctx->scratch_size = size;
-}
-
-mrt_status mrt_ctx_error(mrt_ctx *ctx, const mrt_node *node, mrt_status status, const char *fmt, ...) {
-  struct mrt_session *s = ctx->session;
-  size_t n = 0;
-#if MRT_ENABLE_MESSAGES
-  n = (size_t)snprintf(s->error, sizeof s->error, "node '%s' (%s%s%s opset %u, %s): ", node->name,
-                       node->domain, node->domain[0] ? "." : "", node->op, node->opset,
-                       mrt_dtype_name(node->dtype));
-  if (n >= sizeof s->error) n = sizeof s->error - 1;
-#else
-  (void)node;
-#endif
-  va_list ap;
-  va_start(ap, fmt);
-  vformat(s->error + n, sizeof s->error - n, fmt, ap);
-  va_end(ap);
-  return status;
-}
-
-mrt_status mrt_check_arity(mrt_ctx *ctx, const mrt_node *node, uint32_t min_in, uint32_t max_in,
-                           uint32_t min_out, uint32_t max_out) {
-  if (node->n_inputs < min_in || node->n_inputs > max_in || node->n_outputs < min_out ||
-      node->n_outputs > max_out)
-    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "has %u inputs and %u outputs, expected %u..%u and %u..%u",
-                         node->n_inputs, node->n_outputs, min_in, max_in, min_out, max_out);
-  for (uint32_t k = 0; k < min_in; k++) {
-    if (!node->inputs[k])
-      return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "required input %u is missing", k);
-  }
-  return MRT_STATUS_OK;
-}
-
-mrt_status mrt_check_dtype(mrt_ctx *ctx, const mrt_node *node, const mrt_tensor *t, mrt_dtype want) {
-  if (t && t->dtype != want)
-    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "tensor '%s' is %s, expected %s", t->name,
-                         mrt_dtype_name(t->dtype), mrt_dtype_name(want));
-  return MRT_STATUS_OK;
-}
-
-mrt_status mrt_check_xy(mrt_ctx *ctx, const mrt_node *node, uint32_t min_in, uint32_t max_in, uint32_t max_out,
-                        mrt_dtype want) {
-  mrt_status st = mrt_check_arity(ctx, node, min_in, max_in, 1, max_out);
-  if (st) return st;
-  if ((st = mrt_check_dtype(ctx, node, node->inputs[0], want))) return st;
-  return mrt_check_dtype(ctx, node, node->outputs[0], want);
-}
 
 /* The registry is sorted by (domain, op); a linear scan of a few dozen rows
  * at load time costs nothing next to prepare. */
@@ -330,18 +221,6 @@ mrt_status mrt_session_run(mrt_session *s) {
 }
 
 const char *mrt_session_last_error(const mrt_session *s) { return s ? s->error : "no session"; }
-
-const char *mrt_status_string(mrt_status status) {
-  switch (status) {
-    case MRT_STATUS_OK: return "OK";
-    case MRT_STATUS_INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case MRT_STATUS_INVALID_MODEL: return "INVALID_MODEL";
-    case MRT_STATUS_UNSUPPORTED: return "UNSUPPORTED";
-    case MRT_STATUS_OUT_OF_MEMORY: return "OUT_OF_MEMORY";
-    case MRT_STATUS_IO_ERROR: return "IO_ERROR";
-  }
-  return "UNKNOWN";
-}
 
 #define MRT_STR2(x) #x
 #define MRT_STR(x) MRT_STR2(x)

@@ -1,0 +1,76 @@
+/* What a kernel's prepare() calls on its mrt_ctx (mrt_kernel.h): session-owned
+ * memory, scratch requests, error messages naming the node, and the common
+ * arity / dtype checks. Kernels call into it; it calls only status.c. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "internal.h"
+#include "config.h" /* generated: MRT_ENABLE_MESSAGES */
+
+void *mrt_ctx_alloc(mrt_ctx *ctx, size_t size) {
+  struct mrt_session *s = ctx->session;
+  if (s->n_allocs == s->cap_allocs) {
+    size_t cap = s->cap_allocs ? s->cap_allocs * 2 : 16;
+    void **grown = realloc(s->allocs, cap * sizeof *grown);
+    if (!grown) return NULL;
+    s->allocs = grown;
+    s->cap_allocs = cap;
+  }
+  /* 64-byte aligned so kernels can keep packed weights here. */
+  void *block = calloc(1, size + MRT_ALIGN + sizeof(void *));
+  if (!block) return NULL;
+  s->allocs[s->n_allocs++] = block;
+  uintptr_t p = ((uintptr_t)block + sizeof(void *) + MRT_ALIGN - 1) & ~(uintptr_t)(MRT_ALIGN - 1);
+  return (void *)p;
+}
+
+void mrt_ctx_request_scratch(mrt_ctx *ctx, size_t size) {
+  if (size > ctx->scratch_size) ctx->scratch_size = size;
+}
+
+mrt_status mrt_ctx_error(mrt_ctx *ctx, const mrt_node *node, mrt_status status, const char *fmt, ...) {
+  struct mrt_session *s = ctx->session;
+  size_t n = 0;
+#if MRT_ENABLE_MESSAGES
+  n = (size_t)snprintf(s->error, sizeof s->error, "node '%s' (%s%s%s opset %u, %s): ", node->name,
+                       node->domain, node->domain[0] ? "." : "", node->op, node->opset,
+                       mrt_dtype_name(node->dtype));
+  if (n >= sizeof s->error) n = sizeof s->error - 1;
+#else
+  (void)node;
+#endif
+  va_list ap;
+  va_start(ap, fmt);
+  mrt_vformat(s->error + n, sizeof s->error - n, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+mrt_status mrt_check_arity(mrt_ctx *ctx, const mrt_node *node, uint32_t min_in, uint32_t max_in,
+                           uint32_t min_out, uint32_t max_out) {
+  if (node->n_inputs < min_in || node->n_inputs > max_in || node->n_outputs < min_out ||
+      node->n_outputs > max_out)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "has %u inputs and %u outputs, expected %u..%u and %u..%u",
+                         node->n_inputs, node->n_outputs, min_in, max_in, min_out, max_out);
+  for (uint32_t k = 0; k < min_in; k++) {
+    if (!node->inputs[k])
+      return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "required input %u is missing", k);
+  }
+  return MRT_STATUS_OK;
+}
+
+mrt_status mrt_check_dtype(mrt_ctx *ctx, const mrt_node *node, const mrt_tensor *t, mrt_dtype want) {
+  if (t && t->dtype != want)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "tensor '%s' is %s, expected %s", t->name,
+                         mrt_dtype_name(t->dtype), mrt_dtype_name(want));
+  return MRT_STATUS_OK;
+}
+
+mrt_status mrt_check_xy(mrt_ctx *ctx, const mrt_node *node, uint32_t min_in, uint32_t max_in, uint32_t max_out,
+                        mrt_dtype want) {
+  mrt_status st = mrt_check_arity(ctx, node, min_in, max_in, 1, max_out);
+  if (st) return st;
+  if ((st = mrt_check_dtype(ctx, node, node->inputs[0], want))) return st;
+  return mrt_check_dtype(ctx, node, node->outputs[0], want);
+}
