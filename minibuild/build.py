@@ -28,7 +28,7 @@ class TargetBuild:
     objects: dict          # object path (relative to dir) -> what it holds: ("runtime"|"support"|"kernel"|"registry", name)
 
 
-def _object_list(target: Target, registry: Registry, manifest: Manifest) -> list[dict]:
+def _object_list(target: Target, registry: Registry, manifest: Manifest, gen: Path) -> list[dict]:
     src = resources.path("kernels_src")
     objs = []
     for rel in RUNTIME_SOURCES:
@@ -46,16 +46,21 @@ def _object_list(target: Target, registry: Registry, manifest: Manifest) -> list
         u = registry.support[name]
         objs.append({"source": str(src / u.source), "target": f"obj/support/{name}.o", "speed": u.speed,
                      "defines": [], "label": f"support {name}", "role": ["support", name]})
-    objs.append({"source": "gen/registry.c", "target": "obj/gen/registry.o", "speed": False,
+    objs.append({"source": str(gen / "registry.c"), "target": "obj/gen/registry.o", "speed": False,
                  "defines": [], "label": "registry.c", "role": ["registry", "registry"]})
     return objs
 
 
 def plan_target(target: Target, registry: Registry, manifest: Manifest, build_root: Path,
-                messages: bool = True) -> tuple[dict, TargetBuild]:
+                messages: bool = True, gen: Path | None = None) -> tuple[dict, TargetBuild]:
+    """The SCons plan of one target. `gen` is the folder codegen.render wrote the
+    kernel table and config.h into (shared by every target of a build, since they
+    depend only on the manifest); a caller that plans one target alone may leave it
+    out and have them rendered into BUILD_ROOT/gen here."""
     tdir = build_root / target.name
-    gen = tdir / "gen"
-    codegen.render(registry, manifest, gen, messages=messages)
+    if gen is None:
+        gen = build_root / "gen"
+        codegen.render(registry, manifest, gen, messages=messages)
     src = resources.path("kernels_src")
     # No absolute path may reach an artifact (DWARF of the .debug twin included):
     # sources, the target dir and the compiler's working directory are mapped.
@@ -67,7 +72,7 @@ def plan_target(target: Target, registry: Registry, manifest: Manifest, build_ro
     # A platform may add objects of its own (Android: the JNI glue), each with
     # optional extra "cflags" (e.g. the JDK's include folders).
     extra = platform.extra_objects(target) if hasattr(platform, "extra_objects") else []
-    for o in _object_list(target, registry, manifest) + extra:
+    for o in _object_list(target, registry, manifest, gen) + extra:
         source = o["source"] if os.path.isabs(o["source"]) else str(tdir / o["source"])
         flags = target.cflags(o["speed"]) + prefix_map + list(o.get("cflags", ())) + [f"-D{d}" for d in o["defines"]]
         objects.append({"source": source, "target": o["target"], "flags": flags, "label": o["label"]})

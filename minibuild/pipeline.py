@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from . import build, manifest as manifest_mod, options as options_mod, platforms, prepare, registry as registry_mod, report, scan
+from . import build, codegen, manifest as manifest_mod, options as options_mod, platforms, prepare, registry as registry_mod, report, scan
 from .console import console
 from .fsutil import write_if_changed
 from .options import Options
@@ -68,18 +68,21 @@ def run_build(opts: Options) -> BuildResult:
     result = run_scan(opts)
     console.print(f"[bold]manifest[/] {len(result.manifest.entries)} operator entries from "
                   f"{len(result.models)} model(s), hash {result.manifest.hash[:12]}")
-    model_files = convert_models(result, out / "models")
+    # codegen: the kernel table and config.h depend on the manifest only, so every target shares them.
+    gen = out / "build" / "gen"
+    codegen.render(result.registry, result.manifest, gen, messages=opts.messages)
     # A target two platforms share (python's wheels reuse linux's libraries) compiles once.
     targets = list({t.name: t for p in names for t in wanted[p]}.values())
     plans, builds = [], []
     for t in targets:
-        plan, tb = build.plan_target(t, result.registry, result.manifest, out / "build", messages=opts.messages)
+        plan, tb = build.plan_target(t, result.registry, result.manifest, out / "build", gen=gen)
         plans.append(plan)
         builds.append(tb)
     console.print(f"[bold]compile[/] {len(targets)} target(s): {', '.join(t.name for t in targets)}")
     steps = build.run_scons(plans, out / "build", opts.jobs, opts.verbose, log=lambda line: console.print(line, markup=False))
     if not steps:
         console.print("  nothing to compile: everything is up to date")
+    model_files = convert_models(result, out / "models")
     outputs = {}
     for name in names:
         mine = {t.name for t in wanted[name]}

@@ -115,7 +115,7 @@ def test_two_clean_builds_in_different_folders_are_byte_identical(tmp_path, clas
             for p in sorted((root / sub).rglob("*")):
                 if p.is_file():
                     files[str(p.relative_to(root))] = p.read_bytes()
-        gen = res.targets[0].dir / "gen"
+        gen = res.targets[0].dir.parent / "gen"  # shared by every target of the build
         for p in sorted(gen.iterdir()):
             files[f"gen/{p.name}"] = p.read_bytes()
         files["lib.debug"] = res.targets[0].unstripped.read_bytes()
