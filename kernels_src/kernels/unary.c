@@ -1,8 +1,9 @@
 /*
  * Elementwise unary float32 ops: Relu, Clip, Sigmoid, Tanh, LeakyRelu,
- * HardSigmoid, HardSwish, Exp, Sqrt, Neg, Abs. Each op is a flat inner loop
+ * HardSigmoid, HardSwish, Exp, Sqrt, Neg, Abs, Erf, Gelu. Each op is a flat inner loop
  * `mrt_<op>_f32(n, x, y[, a, b])` plus a thin wrapper; the op of the object is
- * picked by MRT_OP_<op>. Loops are written as selects so they vectorise.
+ * picked by MRT_OP_<op>. Loops are written as selects so they vectorise; Erf and
+ * Gelu use the vector polynomials of vmath.h instead of libm per element.
  */
 #include "kcommon.h"
 
@@ -114,6 +115,54 @@ PREPARE0(neg)
 LOOP(abs, fabsf(v))
 RUN1(abs)
 PREPARE0(abs)
+#endif
+
+#if defined(MRT_OP_Erf)
+#include "vmath.h"
+void mrt_erf_f32(size_t n, const float *restrict x, float *restrict y) { MRT_VMAP(n, x, y, mrt_verf); }
+RUN1(erf)
+PREPARE0(erf)
+#endif
+
+#if defined(MRT_OP_Gelu)
+#include "vmath.h"
+/* x * Phi(x) = x/2 * erfc(-x / sqrt 2), through erfc so that the negative half
+ * keeps its relative accuracy (1 + erf(x / sqrt 2) cancels there). */
+static inline mrt_vf8 gelu_erf(mrt_vf8 x) {
+  const mrt_vf8 w = x * -0.70710678118654752f;
+  const mrt_vf8 e = mrt_verfc_pos(mrt_vabs(w));
+  return 0.5f * x * mrt_vsel(w < 0.0f, 2.0f - e, e);
+}
+/* The tanh form x/2 * (1 + tanh(u)) is x * sigmoid(2u) = x / (1 + exp(-2u)),
+ * u = sqrt(2/pi) (x + 0.044715 x^3): no cancellation for negative x. */
+static inline mrt_vf8 gelu_tanh(mrt_vf8 x) {
+  const mrt_vf8 u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+  return x / (1.0f + mrt_vexp(-2.0f * u));
+}
+void mrt_gelu_f32(size_t n, const float *restrict x, float *restrict y, float a, float b) {
+  MRT_UNUSED(b);
+  if (a != 0.0f)
+    MRT_VMAP(n, x, y, gelu_tanh);
+  else
+    MRT_VMAP(n, x, y, gelu_erf);
+}
+RUN2(gelu)
+
+/* params: a = 1 for approximate="tanh", 0 for "none". */
+MRT_PREPARE_CODE
+mrt_status mrt_gelu_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
+  mrt_status st = un_check(node, ctx, 1);
+  if (st) return st;
+  const int is_tanh = mrt_attr_string_is(node, "approximate", "none", "tanh");
+  if (!is_tanh && !mrt_attr_string_is(node, "approximate", "none", "none"))
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                         "attribute approximate must be \"none\" or \"tanh\"");
+  un_params *p = mrt_ctx_alloc(ctx, sizeof *p);
+  if (!p) return mrt_ctx_error(ctx, node, MRT_STATUS_OUT_OF_MEMORY, "out of memory");
+  p->a = is_tanh ? 1.0f : 0.0f;
+  node->params = p;
+  return MRT_STATUS_OK;
+}
 #endif
 
 #if defined(MRT_OP_LeakyRelu)
