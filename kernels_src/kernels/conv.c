@@ -1,9 +1,10 @@
 /*
  * Conv (ai.onnx) and FusedConv (ai.minibuild: Conv + Relu/Clip), float32.
- * The work is in the gemm support unit (mrt_conv_core_*), shared by both ops
- * so a model using both links it once; this file maps each op onto it.
+ * The work is in the conv support unit (mrt_conv_core_*, conv_core.c), shared
+ * by both ops so a model using both links it once; this file maps each op onto it.
  */
-#include "gemm.h"
+#include "conv_core.h"
+#include "gemm.h" /* mrt_sgemm_activation */
 
 #if defined(MRT_TYPE_float32)
 

@@ -58,6 +58,13 @@ typedef struct mrt_sgemm_kernel {
 /* The best micro-kernel for the running CPU (cpuid on x86). */
 const mrt_sgemm_kernel *mrt_sgemm_kernel_select(void);
 
+#if defined(__x86_64__)
+/* The AVX2 + FMA family. Other kernels with AVX2 loops of their own
+ * (depthwise Conv) use them when the selected GEMM kernel is this one, so
+ * the CPU check and MINIRT_MAX_CPU_ISA decide for them too. */
+extern const mrt_sgemm_kernel mrt_sgemm_avx2;
+#endif
+
 /* Packs rows k0..k0+kc, columns j0..j0+nc of a custom operand into nr panels
  * (or, for A, columns = rows of A in mr panels), padding with zeros. */
 typedef void (*mrt_sgemm_pack_fn)(const void *ctx, size_t k0, size_t kc, size_t j0, size_t nc,
@@ -78,9 +85,14 @@ typedef struct mrt_sgemm_epilogue {
   float lo, hi;
 } mrt_sgemm_epilogue;
 
-/* Floats needed for a whole packed A (m x k) / B (k x n). */
-size_t mrt_sgemm_packed_a_size(const mrt_sgemm_kernel *kern, size_t m, size_t k);
-size_t mrt_sgemm_packed_b_size(const mrt_sgemm_kernel *kern, size_t k, size_t n);
+/* Floats needed for a whole packed A (m x k) / B (k x n). Inline: one
+ * multiply, cheaper than a call from the Conv and Gemm cores. */
+static inline size_t mrt_sgemm_packed_a_size(const mrt_sgemm_kernel *kern, size_t m, size_t k) {
+  return (m + kern->mr - 1) / kern->mr * kern->mr * k;
+}
+static inline size_t mrt_sgemm_packed_b_size(const mrt_sgemm_kernel *kern, size_t k, size_t n) {
+  return (n + kern->nr - 1) / kern->nr * kern->nr * k;
+}
 void mrt_sgemm_pack_a(const mrt_sgemm_kernel *kern, size_t m, size_t k, const float *a, size_t rs,
                       size_t cs, float scale, float *MRT_RESTRICT dst);
 void mrt_sgemm_pack_b(const mrt_sgemm_kernel *kern, size_t k, size_t n, const float *b, size_t rs,
@@ -100,13 +112,11 @@ void mrt_sgemm(const mrt_sgemm_kernel *kern, size_t m, size_t n, size_t k, const
 mrt_status mrt_sgemm_activation(mrt_ctx *ctx, const mrt_node *node, float *lo, float *hi);
 
 /*
- * Operator cores shared by an op and its fused variant (Conv / FusedConv,
- * Gemm / FusedGemm). They live in this support unit, compiled once, so a
- * model using both ops does not carry two copies; lo / hi are the fused
- * activation's clamp bounds (-inf, +inf for none).
+ * The Gemm core, shared by Gemm and FusedGemm. It lives in this support unit,
+ * compiled once, so a model using both ops does not carry two copies; lo / hi
+ * are the fused activation's clamp bounds (-inf, +inf for none). (The
+ * convolution core is the `conv` support unit: conv_core.h.)
  */
-mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, float lo, float hi);
-void mrt_conv_core_run_f32(const mrt_node *node, void *scratch);
 mrt_status mrt_gemm_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, float lo, float hi);
 void mrt_gemm_core_run_f32(const mrt_node *node, void *scratch);
 

@@ -1,0 +1,511 @@
+/*
+ * Convolution core (support unit `conv`), shared by Conv and FusedConv; see
+ * conv_core.h. Three paths, chosen at prepare:
+ *   pointwise (1x1, stride 1, no pad): X of a group already is GEMM's B;
+ *   depthwise 2-D / 1-D: direct, one padded channel plane at a time;
+ *   anything else: im2col packed straight into GEMM's B panels.
+ * The GEMM itself (packing, micro-kernels) is the `gemm` support unit.
+ */
+#include "conv_core.h"
+#include "gemm.h"
+
+typedef float mrt_v4f __attribute__((vector_size(16)));
+#if defined(__x86_64__)
+typedef float mrt_v8f __attribute__((vector_size(32)));
+#endif
+
+static size_t mrt_round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+static size_t mrt_min(size_t a, size_t b) { return a < b ? a : b; }
+
+/*
+ * Every convolution is handled as 3-D: 1-D and 2-D ones get leading spatial
+ * dims of size 1 (kernel 1, stride 1, no pad), so one im2col serves all.
+ */
+enum { MRT_CONV_GEMM = 0, MRT_CONV_DEPTHWISE = 1, MRT_CONV_IM2COL = 2 };
+
+typedef struct mrt_conv_params {
+  const mrt_sgemm_kernel *kern;
+  int path;
+  size_t batch, c_in, c_out, group, m, kdim, in_pix, out_pix, kvol;
+  size_t in[3], out[3], k[3], s[3], d[3];
+  ptrdiff_t pb[3];
+  size_t dw_rw, dw_rows;   /* depthwise: padded buffer row width and rows per phase */
+  int32_t *dw_taps;        /* depthwise: buffer offset of each tap (see mrt_conv_dw_pad) */
+  float lo, hi;
+  float *packed_w;         /* per group, packed_w_stride floats each; NULL: pack at run */
+  size_t packed_w_stride;
+  /* im2col reads a zero-padded copy of the group's input (or the input itself
+   * when no tap falls outside it): planes of xp[0] x xp[1] x xp[2]. */
+  size_t xp[3];
+  int pad_copy;            /* 1: copy into scratch at pad_off, pad_floats floats */
+  size_t pad_off, pad_floats;
+  size_t *kofs;            /* im2col row k = (channel, kz, ky, kx): its offset in that buffer */
+} mrt_conv_params;
+
+typedef struct mrt_im2col_ctx {
+  const mrt_conv_params *p;
+  const float *x; /* first input channel of the group, this batch item */
+} mrt_im2col_ctx;
+
+/*
+ * Custom B packer: writes im2col columns j0..j0+nc for rows k0..k0+kc
+ * straight into nr-wide panels, so the full im2col matrix never exists.
+ * Columns of a panel are split in runs that share one output row; the input
+ * is padded (see mrt_conv_params.xp), so a run is a plain copy: contiguous for
+ * stride 1, every sx-th float otherwise, with no bounds to check.
+ */
+static void mrt_conv_im2col_pack(const void *vctx, size_t k0, size_t kc, size_t j0, size_t nc,
+                                 size_t nr, float *MRT_RESTRICT dst) {
+  const mrt_im2col_ctx *ic = (const mrt_im2col_ctx *)vctx;
+  const mrt_conv_params *p = ic->p;
+  const size_t ow = p->out[2], oh = p->out[1], sx = p->s[2];
+  const size_t zstep = p->s[0] * p->xp[1] * p->xp[2], ystep = p->s[1] * p->xp[2];
+  size_t run_col[64], run_len[64], run_base[64];
+  for (size_t pc = 0; pc < nc; pc += nr, dst += nr * kc) {
+    const size_t pw = mrt_min(nr, nc - pc);
+    size_t nruns = 0;
+    for (size_t col = 0; col < pw;) {
+      const size_t j = j0 + pc + col, row = j / ow, ox = j % ow;
+      const size_t len = mrt_min(ow - ox, pw - col);
+      run_col[nruns] = col;
+      run_len[nruns] = len;
+      run_base[nruns] = (row / oh) * zstep + (row % oh) * ystep + ox * sx;
+      ++nruns;
+      col += len;
+    }
+    for (size_t q = 0; q < kc; ++q) {
+      const float *src = ic->x + p->kofs[k0 + q];
+      float *d = dst + q * nr;
+      for (size_t r = 0; r < nruns; ++r) {
+        float *dr = d + run_col[r];
+        const float *s = src + run_base[r];
+        const size_t len = run_len[r];
+        size_t t = 0;
+        /* Fixed-size chunks the compiler turns into vector moves (shuffles
+         * for stride 2). */
+        if (sx == 1) {
+          for (; t + 4 <= len; t += 4) __builtin_memcpy(dr + t, s + t, 4 * sizeof(float));
+        } else if (sx == 2) {
+          for (; t + 4 <= len; t += 4)
+            for (size_t u = 0; u < 4; ++u) dr[t + u] = s[2 * (t + u)];
+        }
+        for (; t < len; ++t) dr[t] = s[t * sx];
+      }
+      for (size_t t = pw; t < nr; ++t) d[t] = 0.0f;
+    }
+  }
+}
+
+/* The zero-padded copy of one group's input that im2col reads. Only the input's
+ * own samples are written: the zero border is the same for every group and is
+ * cleared once per run by the caller. */
+static const float *mrt_conv_pad_input(const mrt_conv_params *p, const float *xg, float *MRT_RESTRICT xp) {
+  const size_t pz = p->xp[0], py = p->xp[1], px = p->xp[2];
+  /* Input samples that land in the buffer (a big stride can leave trailing ones unread). */
+  size_t n[3];
+  for (size_t a = 0; a < 3; ++a)
+    n[a] = p->xp[a] > (size_t)p->pb[a] ? mrt_min(p->in[a], p->xp[a] - (size_t)p->pb[a]) : 0;
+  const size_t z1 = n[0], y1 = n[1], w = n[2];
+  for (size_t c = 0; c < p->c_in / p->group; ++c)
+    for (size_t z = 0; z < z1; ++z)
+      for (size_t y = 0; y < y1; ++y)
+        memcpy(xp + ((c * pz + z + (size_t)p->pb[0]) * py + y + (size_t)p->pb[1]) * px + (size_t)p->pb[2],
+               xg + c * p->in_pix + (z * p->in[1] + y) * p->in[2], w * sizeof(float));
+  return xp;
+}
+
+/*
+ * Direct depthwise convolution, one channel plane (2-D, or 1-D as H = 1) at a
+ * time. The plane is first copied into scratch with its zero padding and its
+ * columns split by phase (column mod stride), so that every tap of a vector
+ * of VL consecutive outputs is one unaligned contiguous load with no bounds
+ * check, whatever the padding, stride or dilation: tap t = (ky, kx) of output
+ * (oy, ox) is buf[oy * sy * rw + ox + dw_taps[t]]. Buffer rows are wide
+ * enough for whole vectors, so ragged right edges cost no scalar loop.
+ */
+static void mrt_conv_dw_pad(const mrt_conv_params *p, const float *MRT_RESTRICT x,
+                            float *MRT_RESTRICT buf) {
+  /* Only the input's own samples are written: the zero border is the same for
+   * every plane and is cleared once per run by the caller. */
+  const ptrdiff_t H = (ptrdiff_t)p->in[1], W = (ptrdiff_t)p->in[2], sx = (ptrdiff_t)p->s[2];
+  const ptrdiff_t py = p->pb[1], px = p->pb[2], rw = (ptrdiff_t)p->dw_rw, rows = (ptrdiff_t)p->dw_rows;
+  ptrdiff_t r0 = py, r1 = py + H;
+  if (r1 > rows) r1 = rows;
+  /* Buffer column c of phase ph holds input column c * sx + ph - px: valid for c in [c0, c1). */
+#define MRT_DW_COLS(ph, c0, c1)                                                         \
+  ptrdiff_t c0 = px > (ph) ? (px - (ph) + sx - 1) / sx : 0;                             \
+  ptrdiff_t c1 = W + px - (ph) > 0 ? (W + px - (ph) + sx - 1) / sx : 0;                 \
+  if (c1 > rw) c1 = rw;                                                                 \
+  if (c0 > c1) c0 = c1;
+  if (sx == 2) {
+    /* Padded column j = i + px goes to phase j & 1, column j >> 1. Pairs of
+     * padded columns from an even j on: 8 inputs deinterleave into 4 + 4. */
+    const ptrdiff_t i0 = px & 1, nv = (W - i0) / 8;
+    for (ptrdiff_t r = r0; r < r1; ++r) {
+      float *d0 = buf + r * rw, *d1 = d0 + rows * rw;
+      const float *s = x + (r - py) * W;
+      for (ptrdiff_t i = 0; i < i0; ++i) d1[(i + px) >> 1] = s[i];
+      float *e0 = d0 + ((i0 + px) >> 1), *e1 = d1 + ((i0 + px) >> 1);
+      for (ptrdiff_t v = 0; v < nv; ++v) {
+        mrt_v4f u, w;
+        __builtin_memcpy(&u, s + i0 + 8 * v, sizeof u);
+        __builtin_memcpy(&w, s + i0 + 8 * v + 4, sizeof w);
+        const mrt_v4f e = __builtin_shufflevector(u, w, 0, 2, 4, 6);
+        const mrt_v4f o = __builtin_shufflevector(u, w, 1, 3, 5, 7);
+        __builtin_memcpy(e0 + 4 * v, &e, sizeof e);
+        __builtin_memcpy(e1 + 4 * v, &o, sizeof o);
+      }
+      for (ptrdiff_t i = i0 + 8 * nv; i < W; ++i) {
+        const ptrdiff_t j = i + px;
+        if ((j >> 1) < rw) buf[((j & 1) * rows + r) * rw + (j >> 1)] = s[i];
+      }
+    }
+    return;
+  }
+  for (ptrdiff_t ph = 0; ph < sx; ++ph) {
+    MRT_DW_COLS(ph, c0, c1)
+    for (ptrdiff_t r = r0; r < r1; ++r) {
+      float *d = buf + (ph * rows + r) * rw;
+      const float *s = x + (r - py) * W + ph - px;
+      if (sx == 1)
+        for (ptrdiff_t c = c0; c < c1; ++c) d[c] = s[c];
+      else
+        for (ptrdiff_t c = c0; c < c1; ++c) d[c] = s[c * sx];
+    }
+  }
+#undef MRT_DW_COLS
+}
+
+/* KV taps: a constant (9: 3x3) so weights and offsets live in registers, or
+ * 0 for any kernel size. */
+#define MRT_DW_PLANE(NAME, ATTR, VT, VL)                                                      \
+  static inline __attribute__((always_inline)) void NAME##_body(                              \
+      const mrt_conv_params *p, const float *MRT_RESTRICT buf, const float *MRT_RESTRICT w,    \
+      float bias, float *MRT_RESTRICT y, size_t KV) {                                          \
+    const size_t OH = p->out[1], OW = p->out[2], rstep = p->s[1] * p->dw_rw, end = OH * OW;   \
+    const size_t kv = KV ? KV : p->kvol;                                                       \
+    const VT vlo = (VT){0} + p->lo, vhi = (VT){0} + p->hi;                                     \
+    VT wv[9];                                                                                  \
+    ptrdiff_t tv[9];                                                                           \
+    for (size_t t = 0; t < KV; ++t) {                                                          \
+      wv[t] = (VT){0} + w[t];                                                                  \
+      tv[t] = p->dw_taps[t];                                                                   \
+    }                                                                                          \
+    for (size_t oy = 0; oy < OH; ++oy) {                                                       \
+      const float *br = buf + oy * rstep;                                                      \
+      float *yr = y + oy * OW;                                                                 \
+      for (size_t ox = 0; ox < OW; ox += VL) {                                                 \
+        VT acc = (VT){0} + bias;                                                               \
+        for (size_t t = 0; t < kv; ++t) {                                                      \
+          VT v;                                                                                \
+          __builtin_memcpy(&v, br + ox + (KV ? tv[t] : p->dw_taps[t]), sizeof(VT));            \
+          acc += (KV ? wv[t] : (VT){0} + w[t]) * v;                                            \
+        }                                                                                      \
+        acc = MRT_VMIN(MRT_VMAX(acc, vlo), vhi);                                               \
+        /* A vector past the row's end spills into the next row, which is  \
+         * written afterwards; only the plane's end needs a partial store. */                   \
+        if (oy * OW + ox + VL <= end) {                                                        \
+          __builtin_memcpy(yr + ox, &acc, sizeof(VT));                                         \
+        } else {                                                                               \
+          float tmp[VL];                                                                       \
+          __builtin_memcpy(tmp, &acc, sizeof(VT));                                             \
+          for (size_t i = 0; i < OW - ox; ++i) yr[ox + i] = tmp[i];                            \
+        }                                                                                      \
+      }                                                                                        \
+    }                                                                                          \
+  }                                                                                            \
+  ATTR static void NAME(const mrt_conv_params *p, const float *buf, const float *w, float bias, \
+                        float *y) {                                                            \
+    if (p->kvol == 9)                                                                          \
+      NAME##_body(p, buf, w, bias, y, 9);                                                      \
+    else                                                                                       \
+      NAME##_body(p, buf, w, bias, y, 0);                                                      \
+  }
+
+typedef void (*mrt_dw_plane_fn)(const mrt_conv_params *p, const float *buf, const float *w,
+                                float bias, float *y);
+
+#if defined(__x86_64__)
+MRT_DW_PLANE(mrt_conv_dw_plane__sse, , mrt_v4f, 4)
+MRT_DW_PLANE(mrt_conv_dw_plane__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8)
+#else
+MRT_DW_PLANE(mrt_conv_dw_plane, , mrt_v4f, 4)
+#endif
+
+MRT_PREPARE_CODE
+static int mrt_conv_int_attr_list(mrt_ctx *ctx, const mrt_node *node, const char *name,
+                                  size_t want, int64_t minv, int64_t *out, int64_t dflt,
+                                  mrt_status *st) {
+  const int64_t *v = NULL;
+  const uint32_t n = mrt_attr_ints(node, name, &v);
+  if (n == 0) {
+    for (size_t i = 0; i < want; ++i) out[i] = dflt;
+    return 1;
+  }
+  if (n != want) {
+    *st = mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "%s has %u values, expected %zu", name,
+                        n, want);
+    return 0;
+  }
+  for (size_t i = 0; i < want; ++i) {
+    if (v[i] < minv || v[i] > INT32_MAX) {
+      *st = mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "%s[%zu] = %lld is out of range",
+                          name, i, (long long)v[i]);
+      return 0;
+    }
+    out[i] = v[i];
+  }
+  return 1;
+}
+
+MRT_PREPARE_CODE
+mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, float lo, float hi) {
+  mrt_status st = mrt_check_arity(ctx, node, 2, 3, 1, 1);
+  if (st != MRT_STATUS_OK) return st;
+  const mrt_tensor *x = node->inputs[0], *w = node->inputs[1];
+  const mrt_tensor *b = node->n_inputs > 2 ? node->inputs[2] : NULL;
+  const mrt_tensor *y = node->outputs[0];
+  if (!x || !w || !y)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "X, W and Y are required");
+  if ((st = mrt_check_dtype(ctx, node, x, MRT_DTYPE_FLOAT32)) != MRT_STATUS_OK) return st;
+  if ((st = mrt_check_dtype(ctx, node, w, MRT_DTYPE_FLOAT32)) != MRT_STATUS_OK) return st;
+  if ((st = mrt_check_dtype(ctx, node, y, MRT_DTYPE_FLOAT32)) != MRT_STATUS_OK) return st;
+  if (b && (st = mrt_check_dtype(ctx, node, b, MRT_DTYPE_FLOAT32)) != MRT_STATUS_OK) return st;
+  if (x->ndim < 3 || x->ndim > 5)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED,
+                         "X has rank %u; only 1-D, 2-D and 3-D convolutions (rank 3..5) are supported",
+                         x->ndim);
+  if (w->ndim != x->ndim || y->ndim != x->ndim)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                         "X, W and Y must have the same rank (got %u, %u, %u)", x->ndim, w->ndim,
+                         y->ndim);
+  const size_t nsp = x->ndim - 2, off = 3 - nsp;
+
+  const int64_t group = mrt_attr_int(node, "group", 1);
+  if (group < 1 || group > x->dims[1] || x->dims[1] % group != 0 || w->dims[0] % group != 0)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                         "group = %lld must divide X channels (%lld) and W output channels (%lld)",
+                         (long long)group, (long long)x->dims[1], (long long)w->dims[0]);
+  if (w->dims[1] * group != x->dims[1])
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                         "W dim 1 (%lld) times group (%lld) must equal X channels (%lld)",
+                         (long long)w->dims[1], (long long)group, (long long)x->dims[1]);
+  if (y->dims[0] != x->dims[0] || y->dims[1] != w->dims[0])
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                         "Y must be (N=%lld, M=%lld, ...), got (%lld, %lld, ...)",
+                         (long long)x->dims[0], (long long)w->dims[0], (long long)y->dims[0],
+                         (long long)y->dims[1]);
+  if (b && (b->ndim != 1 || b->dims[0] != w->dims[0]))
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "B must have shape (M=%lld)",
+                         (long long)w->dims[0]);
+
+  int64_t ks[3], strides[3], dil[3], pads[6];
+  const int64_t *kattr = NULL;
+  const uint32_t nk = mrt_attr_ints(node, "kernel_shape", &kattr);
+  if (nk != 0 && nk != nsp)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "kernel_shape has %u values, expected %zu",
+                         nk, nsp);
+  for (size_t i = 0; i < nsp; ++i) {
+    ks[i] = w->dims[2 + i];
+    if (ks[i] < 1)
+      return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "W spatial dim %zu is empty", i);
+    if (nk && kattr[i] != ks[i])
+      return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                           "kernel_shape[%zu] = %lld does not match W dim %zu (%lld)", i,
+                           (long long)kattr[i], i + 2, (long long)ks[i]);
+  }
+  if (!mrt_conv_int_attr_list(ctx, node, "strides", nsp, 1, strides, 1, &st)) return st;
+  if (!mrt_conv_int_attr_list(ctx, node, "dilations", nsp, 1, dil, 1, &st)) return st;
+  if (!mrt_conv_int_attr_list(ctx, node, "pads", 2 * nsp, 0, pads, 0, &st)) return st;
+
+  const int same_upper = mrt_attr_string_is(node, "auto_pad", "NOTSET", "SAME_UPPER");
+  const int same_lower = mrt_attr_string_is(node, "auto_pad", "NOTSET", "SAME_LOWER");
+  const int valid = mrt_attr_string_is(node, "auto_pad", "NOTSET", "VALID");
+  if (!same_upper && !same_lower && !valid && !mrt_attr_string_is(node, "auto_pad", "NOTSET", "NOTSET"))
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                         "auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID");
+
+  mrt_conv_params *p = (mrt_conv_params *)mrt_ctx_alloc(ctx, sizeof(*p));
+  if (!p) return MRT_STATUS_OUT_OF_MEMORY;
+  for (size_t i = 0; i < 3; ++i) {
+    p->in[i] = p->out[i] = p->k[i] = p->s[i] = p->d[i] = 1;
+    p->pb[i] = 0;
+  }
+  for (size_t i = 0; i < nsp; ++i) {
+    const int64_t in = x->dims[2 + i], ext = (ks[i] - 1) * dil[i] + 1;
+    int64_t pb = pads[i], pe = pads[nsp + i], o;
+    if (same_upper || same_lower) {
+      o = (in + strides[i] - 1) / strides[i];
+      int64_t total = (o - 1) * strides[i] + ext - in;
+      if (total < 0) total = 0;
+      pb = same_upper ? total / 2 : total - total / 2;
+      pe = total - pb;
+    } else {
+      if (valid) pb = pe = 0;
+      o = in + pb + pe >= ext ? (in + pb + pe - ext) / strides[i] + 1 : 0;
+    }
+    (void)pe;
+    if (o < 1)
+      return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                           "spatial axis %zu: kernel extent %lld exceeds padded input %lld", i,
+                           (long long)ext, (long long)(in + pb + pe));
+    if (y->dims[2 + i] != o)
+      return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                           "Y spatial dim %zu is %lld, expected %lld from X, W and the attributes", i,
+                           (long long)y->dims[2 + i], (long long)o);
+    p->in[off + i] = (size_t)in;
+    p->out[off + i] = (size_t)o;
+    p->k[off + i] = (size_t)ks[i];
+    p->s[off + i] = (size_t)strides[i];
+    p->d[off + i] = (size_t)dil[i];
+    p->pb[off + i] = (ptrdiff_t)pb;
+  }
+
+  p->kern = mrt_sgemm_kernel_select();
+  p->lo = lo;
+  p->hi = hi;
+  p->batch = (size_t)x->dims[0];
+  p->c_in = (size_t)x->dims[1];
+  p->c_out = (size_t)w->dims[0];
+  p->group = (size_t)group;
+  p->m = p->c_out / p->group;
+  p->kvol = p->k[0] * p->k[1] * p->k[2];
+  p->kdim = (p->c_in / p->group) * p->kvol;
+  p->in_pix = p->in[0] * p->in[1] * p->in[2];
+  p->out_pix = p->out[0] * p->out[1] * p->out[2];
+  if (p->kdim > INT32_MAX || p->in_pix > INT32_MAX || p->out_pix > INT32_MAX)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "convolution is too large");
+
+  const int pointwise = p->kvol == 1 && p->s[0] == 1 && p->s[1] == 1 && p->s[2] == 1 &&
+                        p->pb[0] == 0 && p->pb[1] == 0 && p->pb[2] == 0;
+  if (pointwise) {
+    p->path = MRT_CONV_GEMM; /* X of a group is already the K x N matrix B */
+  } else if (p->group == p->c_in && p->group == p->c_out && p->k[0] == 1 &&
+             p->in[0] == 1 && p->out[0] == 1) {
+    p->path = MRT_CONV_DEPTHWISE;
+    /* Rows: every padded row a tap reaches; width: whole 16-float vectors of
+     * outputs plus the widest tap offset (see mrt_conv_dw_pad). */
+    const size_t sx = p->s[2], kw = p->k[2], kh = p->k[1];
+    /* In 64 bits: size_t is 32 on armv7 and x86. */
+    const uint64_t rows = (uint64_t)(p->out[1] - 1) * p->s[1] + (uint64_t)(kh - 1) * p->d[1] + 1;
+    /* (+1: a trailing input column the convolution ignores still has a slot.) */
+    const uint64_t rw = (uint64_t)mrt_round_up(p->out[2], 16) + (uint64_t)(kw - 1) * p->d[2] / sx + 1;
+    if (rows > INT32_MAX || rw > INT32_MAX || rows * rw > INT32_MAX / sizeof(float) / sx)
+      return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "convolution is too large");
+    p->dw_rows = (size_t)rows;
+    p->dw_rw = (size_t)rw;
+    p->dw_taps = (int32_t *)mrt_ctx_alloc(ctx, p->kvol * sizeof(int32_t));
+    if (!p->dw_taps) return MRT_STATUS_OUT_OF_MEMORY;
+    for (size_t ky = 0; ky < kh; ++ky)
+      for (size_t kx = 0; kx < kw; ++kx) {
+        const size_t cx = kx * p->d[2];
+        p->dw_taps[ky * kw + kx] = (int32_t)(((cx % sx) * p->dw_rows + ky * p->d[1]) * p->dw_rw + cx / sx);
+      }
+    mrt_ctx_request_scratch(ctx, sx * p->dw_rows * p->dw_rw * sizeof(float));
+    return node->params = p, MRT_STATUS_OK;
+  } else {
+    p->path = MRT_CONV_IM2COL;
+    /* The extent the taps reach on each axis; a copy with zero borders when any
+     * tap falls outside the input, else the input itself. In 64 bits: size_t is
+     * 32 on armv7 and x86, and huge pads make huge extents. */
+    uint64_t ext[3], plane64 = 1;
+    for (size_t a = 0; a < 3; ++a) {
+      ext[a] = (uint64_t)(p->out[a] - 1) * p->s[a] + (uint64_t)(p->k[a] - 1) * p->d[a] + 1;
+      if (p->pb[a] > 0 || ext[a] > p->in[a]) p->pad_copy = 1;
+    }
+    for (size_t a = 0; a < 3; ++a) {
+      if (!p->pad_copy) ext[a] = p->in[a];
+      if (ext[a] > INT32_MAX || (plane64 *= ext[a]) > INT32_MAX) /* both factors <= 2^31 */
+        return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "convolution is too large");
+      p->xp[a] = (size_t)ext[a];
+    }
+    if (plane64 > INT32_MAX / (p->c_in / p->group) / sizeof(float))
+      return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "convolution is too large");
+    const size_t plane = (size_t)plane64;
+    p->pad_floats = p->pad_copy ? plane * (p->c_in / p->group) : 0;
+    p->kofs = (size_t *)mrt_ctx_alloc(ctx, p->kdim * sizeof(size_t));
+    if (!p->kofs) return MRT_STATUS_OUT_OF_MEMORY;
+    size_t r = 0;
+    for (size_t c = 0; c < p->c_in / p->group; ++c)
+      for (size_t kz = 0; kz < p->k[0]; ++kz)
+        for (size_t ky = 0; ky < p->k[1]; ++ky)
+          for (size_t kx = 0; kx < p->k[2]; ++kx, ++r)
+            p->kofs[r] = c * plane + ((kz * p->d[0]) * p->xp[1] + ky * p->d[1]) * p->xp[2] + kx * p->d[2];
+  }
+
+  /* Weights are constant in practice: pack each group's M x K block once. */
+  const int w_packed = w->is_constant && w->data != NULL;
+  if (w_packed) {
+    p->packed_w_stride = mrt_round_up(mrt_sgemm_packed_a_size(p->kern, p->m, p->kdim), 16);
+    p->packed_w = (float *)mrt_ctx_alloc(ctx, p->group * p->packed_w_stride * sizeof(float) + 64);
+    if (!p->packed_w) return MRT_STATUS_OUT_OF_MEMORY;
+    p->packed_w = (float *)(((uintptr_t)p->packed_w + 63) & ~(uintptr_t)63);
+    for (size_t g = 0; g < p->group; ++g)
+      mrt_sgemm_pack_a(p->kern, p->m, p->kdim, (const float *)w->data + g * p->m * p->kdim,
+                       p->kdim, 1, 1.0f, p->packed_w + g * p->packed_w_stride);
+  }
+  p->pad_off = mrt_round_up(mrt_sgemm_scratch_size(p->kern, p->m, p->out_pix, p->kdim, w_packed, 0), 64);
+  mrt_ctx_request_scratch(ctx, p->pad_off + p->pad_floats * sizeof(float));
+  node->params = p;
+  return MRT_STATUS_OK;
+}
+
+void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
+  const mrt_conv_params *p = (const mrt_conv_params *)node->params;
+  const float *x = (const float *)node->inputs[0]->data;
+  const float *w = (const float *)node->inputs[1]->data;
+  const float *bias =
+      node->n_inputs > 2 && node->inputs[2] ? (const float *)node->inputs[2]->data : NULL;
+  float *y = (float *)node->outputs[0]->data;
+
+  if (p->path == MRT_CONV_DEPTHWISE) {
+    /* On the vector ISA of the GEMM kernel prepare chose. */
+#if defined(__x86_64__)
+    const mrt_dw_plane_fn plane = p->kern == &mrt_sgemm_avx2 ? mrt_conv_dw_plane__avx2 : mrt_conv_dw_plane__sse;
+#else
+    const mrt_dw_plane_fn plane = mrt_conv_dw_plane;
+#endif
+    memset(scratch, 0, p->s[2] * p->dw_rows * p->dw_rw * sizeof(float));
+    for (size_t n = 0; n < p->batch; ++n)
+      for (size_t c = 0; c < p->c_out; ++c) {
+        const size_t plane_idx = n * p->c_out + c;
+        mrt_conv_dw_pad(p, x + plane_idx * p->in_pix, (float *)scratch);
+        plane(p, (const float *)scratch, w + c * p->kvol, bias ? bias[c] : 0.0f,
+              y + plane_idx * p->out_pix);
+      }
+    return;
+  }
+
+  const size_t cg = p->c_in / p->group;
+  mrt_sgemm_epilogue ep = {NULL, NULL, p->lo, p->hi};
+  float *xpad = (float *)((char *)scratch + p->pad_off);
+  if (p->path == MRT_CONV_IM2COL && p->pad_copy) memset(xpad, 0, p->pad_floats * sizeof(float));
+  for (size_t n = 0; n < p->batch; ++n)
+    for (size_t g = 0; g < p->group; ++g) {
+      const float *xg = x + (n * p->c_in + g * cg) * p->in_pix;
+      float *yg = y + (n * p->c_out + g * p->m) * p->out_pix;
+      mrt_sgemm_src a = {0}, b = {0};
+      if (p->packed_w) {
+        a.packed = p->packed_w + g * p->packed_w_stride;
+      } else {
+        a.data = w + g * p->m * p->kdim;
+        a.rs = p->kdim;
+        a.cs = 1;
+        a.scale = 1.0f;
+      }
+      mrt_im2col_ctx ic = {p, xg};
+      if (p->path == MRT_CONV_IM2COL && p->pad_copy)
+        ic.x = mrt_conv_pad_input(p, xg, xpad);
+      if (p->path == MRT_CONV_GEMM) {
+        b.data = xg;
+        b.rs = p->in_pix;
+        b.cs = 1;
+        b.scale = 1.0f;
+      } else {
+        b.pack = mrt_conv_im2col_pack;
+        b.pack_ctx = &ic;
+      }
+      ep.bias_row = bias ? bias + g * p->m : NULL;
+      mrt_sgemm(p->kern, p->m, p->out_pix, p->kdim, &a, &b, 0, &ep, yg, p->out_pix, scratch);
+    }
+}
