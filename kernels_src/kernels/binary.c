@@ -1,6 +1,6 @@
 /*
  * Elementwise binary float32 ops with numpy broadcasting: Add, Sub, Mul, Div,
- * and the variadic Sum, Max, Min. One source, one op per object: the op is
+ * PRelu, and the variadic Sum, Max, Min. One source, one op per object: the op is
  * picked by MRT_OP_<op>, which selects the expression and the symbol names.
  */
 #include "kcommon.h"
@@ -24,6 +24,11 @@
 #define BIN(u, v) ((u) / (v))
 #define PREPARE mrt_div_prepare_f32
 #define RUN mrt_div_run_f32
+#elif defined(MRT_OP_PRelu)
+/* slope (b) broadcasts onto x (a): per channel as [C, 1, 1], or elementwise. */
+#define BIN(u, v) ((u) < 0.0f ? (u) * (v) : (u))
+#define PREPARE mrt_prelu_prepare_f32
+#define RUN mrt_prelu_run_f32
 #elif defined(MRT_OP_Sum)
 #define BIN(u, v) ((u) + (v))
 #define PREPARE mrt_sum_prepare_f32
