@@ -3,8 +3,10 @@
  * `axis` (default 1) and normalises each row; opset 13+ normalises along the
  * single axis `axis` (default -1). Both become (outer, n, inner): n values
  * spaced `inner` apart, inner = 1 for the 2-D form and the last-axis case.
+ * exp is vmath.h's vector polynomial, eight lanes at a time.
  */
 #include "kcommon.h"
+#include "vmath.h"
 
 #if defined(MRT_TYPE_float32) && (defined(MRT_OP_Softmax) || defined(MRT_OP_LogSoftmax))
 
@@ -49,38 +51,95 @@ mrt_status PREPARE(mrt_node *node, mrt_ctx *ctx) {
     p->n = (size_t)x->dims[a];
     p->inner = mrt_prod(x->dims, (uint32_t)a + 1, x->ndim);
   }
+  if (p->inner > 1) mrt_ctx_request_scratch(ctx, 2 * p->inner * sizeof(float));
   node->params = p;
   return MRT_STATUS_OK;
 }
 
-/* One softmax over n values spaced s apart; max-subtracted so expf never overflows. */
-static void sm_row(size_t n, size_t s, const float *x, float *y) {
-  float m = -FLT_MAX, sum = 0.0f;
-  for (size_t i = 0; i < n; i++) m = x[i * s] > m ? x[i * s] : m;
+/* One softmax over n contiguous values; max-subtracted so exp never overflows. */
+static void sm_contig(size_t n, const float *restrict x, float *restrict y) {
+  mrt_vf8 vm = MRT_VSPLAT(-__builtin_inff());
+  size_t i = 0;
+  for (; i + MRT_VL <= n; i += MRT_VL) vm = MRT_VMAX(vm, mrt_vload(x + i));
+  float m = mrt_vhmax(vm);
+  for (; i < n; i++) m = x[i] > m ? x[i] : m;
+  mrt_vf8 acc = MRT_VSPLAT(0.0f);
+  float sum = 0.0f;
+  for (i = 0; i + MRT_VL <= n; i += MRT_VL) {
+    const mrt_vf8 e = mrt_vexp(mrt_vload(x + i) - m);
+#if !IS_LOG
+    mrt_vstore(y + i, e);
+#endif
+    acc += e;
+  }
+  if (i < n) {
+    float t[MRT_VL] = {0};
+    memcpy(t, x + i, (n - i) * sizeof(float));
+    const mrt_vf8 e = mrt_vexp(mrt_vload(t) - m);
+    for (size_t j = 0; j < n - i; j++) {
+      sum += e[j];
+#if !IS_LOG
+      y[i + j] = e[j];
+#endif
+    }
+  }
+  sum += mrt_vhsum(acc);
 #if IS_LOG
-  for (size_t i = 0; i < n; i++) sum += expf(x[i * s] - m);
   /* (x - m) - log(sum), not x - (m + log(sum)): the latter rounds log(sum)
    * away when m is large. */
   const float l = logf(sum);
-  for (size_t i = 0; i < n; i++) y[i * s] = (x[i * s] - m) - l;
+  for (i = 0; i < n; i++) y[i] = (x[i] - m) - l;
 #else
-  for (size_t i = 0; i < n; i++) {
-    y[i * s] = expf(x[i * s] - m);
-    sum += y[i * s];
-  }
   const float r = 1.0f / sum;
-  for (size_t i = 0; i < n; i++) y[i * s] *= r;
+  for (i = 0; i < n; i++) y[i] *= r;
+#endif
+}
+
+/* Softmax along a non-innermost axis: n rows of `inner` values; every step is a
+ * flat loop over a row, the running max and sum kept per column in scratch. */
+static void sm_strided(size_t n, size_t inner, const float *restrict x, float *restrict y,
+                       float *restrict mx, float *restrict sum) {
+  memcpy(mx, x, inner * sizeof(float));
+  for (size_t i = 1; i < n; i++) {
+    const float *xr = x + i * inner;
+    for (size_t j = 0; j < inner; j++) mx[j] = xr[j] > mx[j] ? xr[j] : mx[j];
+  }
+  memset(sum, 0, inner * sizeof(float));
+  for (size_t i = 0; i < n; i++) {
+    const float *xr = x + i * inner;
+    float *yr = y + i * inner;
+    for (size_t j = 0; j < inner; j++) yr[j] = xr[j] - mx[j];
+    MRT_VMAP(inner, yr, yr, mrt_vexp);
+    for (size_t j = 0; j < inner; j++) sum[j] += yr[j];
+  }
+#if IS_LOG
+  for (size_t j = 0; j < inner; j++) sum[j] = logf(sum[j]);
+  for (size_t i = 0; i < n; i++) {
+    const float *xr = x + i * inner;
+    float *yr = y + i * inner;
+    for (size_t j = 0; j < inner; j++) yr[j] = (xr[j] - mx[j]) - sum[j];
+  }
+#else
+  for (size_t j = 0; j < inner; j++) sum[j] = 1.0f / sum[j];
+  for (size_t i = 0; i < n; i++) {
+    float *yr = y + i * inner;
+    for (size_t j = 0; j < inner; j++) yr[j] *= sum[j];
+  }
 #endif
 }
 
 void RUN(const mrt_node *node, void *scratch) {
-  MRT_UNUSED(scratch);
   const sm_params *p = node->params;
   const float *x = node->inputs[0]->data;
   float *y = node->outputs[0]->data;
   const size_t block = p->n * p->inner;
-  for (size_t o = 0; o < p->outer; o++, x += block, y += block)
-    for (size_t i = 0; i < p->inner; i++) sm_row(p->n, p->inner, x + i, y + i);
+  if (p->n == 0) return;
+  for (size_t o = 0; o < p->outer; o++, x += block, y += block) {
+    if (p->inner == 1)
+      sm_contig(p->n, x, y);
+    else
+      sm_strided(p->n, p->inner, x, y, scratch, (float *)scratch + p->inner);
+  }
 }
 
 #endif
