@@ -13,10 +13,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from minibuild.report import cli  # noqa: E402
+from minibuild import size_cli  # noqa: E402
 
 if __name__ == "__main__":
     argv = sys.argv[1:]
     if not any(a.startswith("--platform") for a in argv):
         argv = ["--platform", "linux,ios,python"] + argv
-    sys.exit(cli.main(["calibrate", *argv]))
+    sys.exit(size_cli.main(["calibrate", *argv]))

@@ -26,6 +26,7 @@ class TargetBuild:
     library: Path          # the linked, stripped library (or archive)
     unstripped: Path | None  # the same library with its symbol table, for size attribution
     objects: dict          # object path (relative to dir) -> what it holds: ("runtime"|"support"|"kernel"|"registry", name)
+    link_map: Path | None = None  # the linker map the link step wrote beside the library, if it writes one
 
 
 def _object_list(target: Target, registry: Registry, manifest: Manifest, gen: Path) -> list[dict]:
@@ -84,9 +85,16 @@ def plan_target(target: Target, registry: Registry, manifest: Manifest, build_ro
         "include": [str(src / "include"), str(src / "runtime"), str(src / "kernels"), str(gen)],
         "objects": objects, "links": links,
     }
-    lib = tdir / links[-1]["output"]
-    unstripped = tdir / links[0]["output"] if len(links) > 1 else None
-    return plan, TargetBuild(target, tdir, lib, unstripped, roles)
+    by_role: dict[str, list[dict]] = {}
+    for step in links:
+        by_role.setdefault(step.get("role", "helper"), []).append(step)
+    if len(by_role.get("deliverable", [])) != 1 or len(by_role.get("unstripped", [])) > 1:
+        raise BuildError(f"{target.platform}.link_steps for {target.name} must give one 'deliverable' step and "
+                         f"at most one 'unstripped' step; roles given: {[s.get('role') for s in links]}")
+    deliverable = by_role["deliverable"][0]
+    unstripped = tdir / by_role["unstripped"][0]["output"] if by_role.get("unstripped") else None
+    link_map = tdir / deliverable["map"]["output"] if deliverable.get("map") else None
+    return plan, TargetBuild(target, tdir, tdir / deliverable["output"], unstripped, roles, link_map)
 
 
 def zig_env() -> dict:

@@ -88,7 +88,7 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv.pop(0) if argv and argv[0] in COMMANDS else "build"
     if command == "size":
-        from .report import cli as size_cli
+        from . import size_cli
         return size_cli.main(argv)
     args = parser(command).parse_args(argv)
     from .console import print_error

@@ -63,15 +63,19 @@ class Target:
 def zig_shared_link_steps(target: Target, tdir) -> list[dict]:
     """Link a shared library with `zig cc` (targets whose libc zig carries: Linux, macOS).
     The same link runs twice: with symbols (kept for the size report) and stripped
-    (the deliverable); zig's objcopy cannot strip shared objects."""
+    (the deliverable); zig's objcopy cannot strip shared objects. The deliverable's
+    link also writes its ld.lld map for the size report: zig cc refuses `-Map=` but
+    passes `-Wl,--print-map` through, and the SConstruct captures the map from stdout."""
     from .fsutil import write_if_changed
     vs = tdir / "exports.map"
     write_if_changed(vs, version_script())
     cmd = [*ZIG, "cc", "-target", target.triple, "-shared", "-o", "$TARGET", "$SOURCES",
            "-nostdlib", "-lc", f"-Wl,--version-script={vs}", "-Wl,--gc-sections", "-Wl,--as-needed",
            f"-Wl,-soname,{target.library}", "-Wl,--build-id=sha1", "-Wl,-z,noexecstack"]
-    return [{"output": f"lib/{target.library}.debug", "command": cmd, "verb": "LINK", "inputs": [str(vs)]},
-            {"output": f"lib/{target.library}", "command": cmd + ["-s"], "verb": "LINK", "inputs": [str(vs)]}]
+    return [{"output": f"lib/{target.library}.debug", "role": "unstripped", "command": cmd, "verb": "LINK",
+             "inputs": [str(vs)]},
+            {"output": f"lib/{target.library}", "role": "deliverable", "command": cmd + ["-s", "-Wl,--print-map"],
+             "verb": "LINK", "inputs": [str(vs)], "map": {"output": f"lib/{target.library}.map", "via": "stdout"}}]
 
 
 def host_abi() -> str:

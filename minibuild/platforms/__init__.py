@@ -3,8 +3,11 @@
 A platform module defines:
     TARGETS: dict[str, Target]          ABI -> how to compile for it
     DEFAULT_ABIS: list[str]             what `--platform X` builds without --abi
-    link_steps(target, tdir) -> list    SCons link steps (see build.plan_target): the first
-                                        is the unstripped twin, the last the deliverable
+    link_steps(target, tdir) -> list    SCons link steps (see build.plan_target), each with a
+                                        "role": "deliverable" (exactly one), "unstripped"
+                                        (the twin with symbols, optional) or "helper"; a
+                                        step may also write its linker map ("map": {"output",
+                                        "via": "stdout" | "argument" ($MAP in the command)})
     package(ctx) -> list[Path]          lay out the deliverables (ctx: PackageContext)
 and optionally:
     extra_objects(target) -> list       objects beyond the kernels (JNI glue, test runners)

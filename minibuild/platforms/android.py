@@ -207,14 +207,14 @@ def link_steps(target: Target, tdir: Path) -> list[dict]:
         cpu = ["-mcpu=generic+v7a", "-mfloat-abi=softfp"] if "arm-" in target.triple else []
         cmd = [*ZIG, "cc", "-target", target.triple, *cpu, "-static", "-s", "-Wl,--gc-sections", "-o", "$TARGET",
                "$SOURCES"]
-        return [{"output": "bin/mrt_run", "command": cmd, "verb": "LINK"}]
+        return [{"output": "bin/mrt_run", "role": "deliverable", "command": cmd, "verb": "LINK"}]
     vs = tdir / "exports.map"
     write_if_changed(vs, version_script())
     if target.link == "host-jni":
         cmd = [*ZIG, "cc", "-target", target.triple, "-shared", "-o", "$TARGET", "$SOURCES", "-nostdlib", "-lc",
                f"-Wl,--version-script={vs}", "-Wl,--gc-sections", "-Wl,--as-needed", "-Wl,-soname,libminirt.so",
                "-Wl,-z,noexecstack", "-s"]
-        return [{"output": "lib/libminirt.so", "command": cmd, "verb": "LINK", "inputs": [str(vs)]}]
+        return [{"output": "lib/libminirt.so", "role": "deliverable", "command": cmd, "verb": "LINK", "inputs": [str(vs)]}]
     rt = _compiler_rt_steps(target, tdir)
     rt_obj = str(tdir / rt[-1]["output"])
     stubs = _stub_steps(target, tdir)
@@ -233,11 +233,14 @@ def link_steps(target: Target, tdir: Path) -> list[dict]:
            # otherwise surface as a dlopen failure on a device.
            "-z", "defs", "--no-undefined-version", "--warn-shared-textrel", "--fatal-warnings"]
     inputs = [str(vs), rt_obj, *stub_libs]
-    # build.plan_target reads the first step as the unstripped library and the last as
-    # the deliverable; the helper steps in between run first anyway (`inputs`).
-    return [{"output": f"lib/{target.library}.debug", "command": cmd, "verb": "LINK", "inputs": inputs},
-            *rt, *stubs,
-            {"output": f"lib/{target.library}", "command": cmd + ["--strip-all"], "verb": "LINK", "inputs": inputs}]
+    # The roles tell build.plan_target which output is which; the helper steps run
+    # first anyway (`inputs`). lld writes the deliverable's map itself (-Map), beside
+    # the library, for the size report; the map does not change the library's bytes.
+    return [{"output": f"lib/{target.library}.debug", "role": "unstripped", "command": cmd, "verb": "LINK",
+             "inputs": inputs},
+            *({**s, "role": "helper"} for s in (*rt, *stubs)),
+            {"output": f"lib/{target.library}", "role": "deliverable", "command": cmd + ["--strip-all", "-Map=$MAP"],
+             "verb": "LINK", "inputs": inputs, "map": {"output": f"lib/{target.library}.map", "via": "argument"}}]
 
 
 # --------------------------------------------------------------------------- Java

@@ -74,7 +74,8 @@ def link_steps(target: Target, tdir: Path) -> list[dict]:
     """One step: the objects -> a Darwin `ar` archive with a symbol table."""
     script = Path(archive.__file__).resolve()
     cmd = [sys.executable, str(script), "darwin-ar", "$TARGET", str(tdir), "$SOURCES"]
-    return [{"output": f"lib/{target.library}", "command": cmd, "verb": "AR", "inputs": [str(script)]}]
+    return [{"output": f"lib/{target.library}", "role": "deliverable", "command": cmd, "verb": "AR",
+             "inputs": [str(script)]}]
 
 
 def slices(builds) -> list[dict]:

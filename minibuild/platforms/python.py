@@ -48,7 +48,8 @@ PLATFORM_TAGS = {
 def link_steps(target: Target, tdir: Path) -> list[dict]:
     """macOS dylibs (the Linux targets link through linux.link_steps). zig's Mach-O
     linker takes an exported-symbols list, dead-strips and signs arm64 ad hoc;
-    like the Linux link it runs twice: with symbols, then stripped."""
+    like the Linux link it runs twice: with symbols, then stripped. No link map is
+    asked for: the size report attributes Mach-O images by symbols."""
     exports = tdir / "exports.txt"
     write_if_changed(exports, "".join(f"_{s}\n" for s in sorted(toolchain.C_API)))
     # -nostdlib -lc: libSystem only, no compiler-rt (the runtime needs none, and
@@ -56,8 +57,10 @@ def link_steps(target: Target, tdir: Path) -> list[dict]:
     cmd = [*toolchain.ZIG, "cc", "-target", target.triple, "-shared", "-o", "$TARGET", "$SOURCES",
            "-nostdlib", "-lc", f"-Wl,-exported_symbols_list,{exports}", "-Wl,-dead_strip",
            f"-Wl,-install_name,@rpath/{target.library}"]
-    return [{"output": f"lib/{target.library}.debug", "command": cmd, "verb": "LINK", "inputs": [str(exports)]},
-            {"output": f"lib/{target.library}", "command": cmd + ["-s"], "verb": "LINK", "inputs": [str(exports)]}]
+    return [{"output": f"lib/{target.library}.debug", "role": "unstripped", "command": cmd, "verb": "LINK",
+             "inputs": [str(exports)]},
+            {"output": f"lib/{target.library}", "role": "deliverable", "command": cmd + ["-s"], "verb": "LINK",
+             "inputs": [str(exports)]}]
 
 
 def binding_files() -> dict[str, bytes]:

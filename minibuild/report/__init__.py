@@ -3,9 +3,12 @@ JSON + Markdown + HTML, appended to the size history, checked against budgets.
 
     report.write_reports(opts, build_result)   # the one call pipeline.run_build makes
 
-Modules: binfmt (ELF/Mach-O/ar readers), linkmap (ld.lld maps), attribution (bytes ->
-owners), assemble (the JSON document), markdown / html (writers), history (SQLite),
-budget, diff, estimate, cli (`minibuild size ...`).
+Modules: binfmt (ELF/Mach-O/ar readers), linkmap (ld.lld maps the link wrote),
+attribution (bytes -> owners), marginal (bytes that go with an operator or model),
+assemble (the JSON document), markdown / html (writers), history (SQLite), budget,
+diff, estimate. The report is a leaf of the flow: it reads what the build left and
+imports nothing of build, pipeline or platforms (`minibuild size calibrate`, which
+runs builds, is minibuild/calibrate.py; the `size` commands are minibuild/size_cli.py).
 """
 
 from __future__ import annotations
@@ -45,22 +48,52 @@ def load_report(path: Path) -> dict:
     return doc
 
 
+def _short(op: str) -> str:
+    return op.removeprefix("ai.onnx.")
+
+
+def summary_line(a: dict, width: int = 200) -> str:
+    """One artifact for the terminal: its size, every group (they add up to it) and
+    the operators by marginal bytes, as many whole names as fit in `width`."""
+    t = a["totals"]
+    head = f"{a['name']}: {a['file_size']} B (" + ", ".join(f"{g} {t[g]}" for g in t if t[g]) + ")"
+    ops = [f"{_short(r['op'])} {r['bytes']}" for r in a.get("marginal", {}).get("ops", [])]
+    if not ops:
+        return head
+    line, shown = head + "; marginal per operator: ", 0
+    for i, item in enumerate(ops):
+        rest = len(ops) - i - 1
+        tail = f", +{rest} more" if rest else ""
+        if shown and len(line) + 2 + len(item) + len(tail) > width:
+            return line + f", +{len(ops) - shown} more"
+        line += (", " if shown else "") + item
+        shown += 1
+    return line
+
+
 def write_reports(opts, result) -> ReportOutcome:
     """Attribute every built library, write OUT/size_report.{json,md,html}, append the
-    history; raise budget.SizeBudgetError (after writing everything) when over budget."""
-    from .. import build as build_mod
+    history; raise budget.SizeBudgetError (after writing everything) when over budget.
+
+    `result` is the pipeline's BuildResult; only its data is read: the targets
+    (build.TargetBuild: library, unstripped twin, link map, object roles), the
+    registry's `requires:` per op, the manifest and the per-node needs."""
     from ..console import console
     from . import assemble, attribution, budget as budget_mod, history, html, markdown
 
     out = Path(opts.out).resolve()
-    plan_file = out / "build" / "plan.json"
     registry = result.scan.registry
     requires = {f"{e.domain}.{e.op}": list(e.requires) for e in registry.ops.values()}
-    env = build_mod.zig_env()
+    model_needs: dict[str, set[tuple[str, str]]] = {m["name"]: set() for m in result.scan.manifest.models}
+    for n in result.scan.needs:
+        model_needs.setdefault(n.model, set()).add((f"{n.domain}.{n.op}", n.dtype))
     artifacts = []
     for tb in result.targets:
-        att = attribution.attribute_target(tb, plan_file, env=env)
-        artifacts.append(assemble.artifact_doc(tb, att, out, requires))
+        att = attribution.attribute_target(tb)
+        for w in att.warnings:
+            console.print(f"[bold yellow]warning:[/] size report, {tb.target.name}: ", end="", markup=True)
+            console.print(w, markup=False, highlight=False)
+        artifacts.append(assemble.artifact_doc(tb, att, out, requires, model_needs))
     doc = assemble.build_document(manifest=result.scan.manifest, models_dir=Path(opts.models), out=out, artifacts=artifacts)
     hist_path = history.path_for(out, getattr(opts, "size_history", None))
     if getattr(opts, "size_baseline", None):
@@ -85,11 +118,7 @@ def write_reports(opts, result) -> ReportOutcome:
     history.append(hist_path, doc, out)
     hpath = write_if_changed(out / "size_report.html", html.render(doc, history.rows(hist_path, limit=200)))
     for a in artifacts:
-        t = a["totals"]
-        top = ", ".join(f"{c['name']} {c['bytes']}" for c in a["components"] if c["kind"] == "kernel")[:120]
-        console.print(f"[bold]size[/] {a['name']}: {a['file_size']} B (runtime {t['runtime']}, kernels {t['kernels']}, "
-                      f"support {t['support']}, overhead {t['overhead']}, unattributed {t['unattributed']})"
-                      + (f"; {top}" if top else ""), markup=True, highlight=False)
+        console.print(f"[bold]size[/] {summary_line(a, width=max(100, 2 * console.width))}", markup=True, highlight=False)
     console.print(f"  size report -> {mpath.name}, {jpath.name}, {hpath.name}; history {hist_path}")
     outcome = ReportOutcome(jpath, mpath, hpath, hist_path, doc)
     if message:

@@ -11,7 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from .. import __version__
-from . import attribution
+from . import attribution, marginal as marginal_mod
 
 SCHEMA_ID = "minibuild.size_report/1"
 GROUPS = ("runtime", "kernels", "support", "glue", "external", "shared", "overhead", "unattributed")
@@ -35,7 +35,9 @@ def _rel(path: Path, out: Path) -> str:
         return str(path)
 
 
-def artifact_doc(tb, att: attribution.Attribution, out: Path, requires: dict[str, list[str]]) -> dict:
+def artifact_doc(tb, att: attribution.Attribution, out: Path, requires: dict[str, list[str]],
+                 model_needs: dict[str, set[tuple[str, str]]] | None = None) -> dict:
+    """model_needs: model -> the (domain.op, dtype) kernels it asks for (for marginal bytes per model)."""
     L = att.ledger
     comps = sorted(L.components.values(), key=lambda c: (-c.bytes, c.id))
     totals = dict.fromkeys(GROUPS, 0)
@@ -53,9 +55,12 @@ def artifact_doc(tb, att: attribution.Attribution, out: Path, requires: dict[str
         e["bytes"] += c.bytes
         e["dtypes"][c.dtype] = e["dtypes"].get(c.dtype, 0) + c.bytes
         by_dtype[c.dtype] += c.bytes
+    marginal = marginal_mod.document(att, requires, model_needs or {})
+    marginal_of = {r["op"]: r["bytes"] for r in marginal["ops"]}
     for op, e in by_op.items():
         e["support"] = sorted(requires.get(op, []))
         e["support_bytes"] = sum(support_bytes.get(s, 0) for s in e["support"])
+        e["marginal_bytes"] = marginal_of.get(op, e["bytes"])
     overhead = [{"name": k, "category": attribution.overhead_category(k), "bytes": v}
                 for k, v in sorted(L.overhead.items(), key=lambda kv: (-kv[1], kv[0]))]
     sections = []
@@ -83,6 +88,7 @@ def artifact_doc(tb, att: attribution.Attribution, out: Path, requires: dict[str
         ],
         "by_op": sorted(by_op.values(), key=lambda e: (-e["bytes"], e["op"])),
         "by_dtype": dict(sorted(by_dtype.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "marginal": marginal,
         "overhead": overhead,
         "unattributed": [{"section": k, "bytes": v} for k, v in sorted(L.unattributed.items())],
         "sections": sections,
@@ -140,10 +146,11 @@ def operators(manifest, artifacts: list[dict]) -> list[dict]:
         for a in artifacts:
             hit = next((x for x in a["by_op"] if x["op"] == op), None)
             per[a["name"]] = {"bytes": hit["bytes"] if hit else 0, "dtypes": hit["dtypes"] if hit else {},
-                              "support_bytes": hit["support_bytes"] if hit else 0}
+                              "support_bytes": hit["support_bytes"] if hit else 0,
+                              "marginal_bytes": hit["marginal_bytes"] if hit else 0}
         rows.append({"op": op, "opset": e.opset, "dtypes": list(e.dtypes),
                      "used_by": [{"model": m, "node": n} for m, n in e.used_by], "artifacts": per})
-    rows.sort(key=lambda r: (-max([v["bytes"] for v in r["artifacts"].values()] or [0]), r["op"]))
+    rows.sort(key=lambda r: (-max([v["marginal_bytes"] for v in r["artifacts"].values()] or [0]), r["op"]))
     return rows
 
 

@@ -23,7 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import binfmt, linkmap
+from . import binfmt, linkmap, sections as sections_mod
 
 # Linker-made sections inside loaded segments: overhead, not anyone's code.
 _SYNTHETIC = {".plt", ".got", ".got.plt", ".plt.got", ".plt.sec", ".iplt", ".igot.plt", ".eh_frame_hdr",
@@ -105,6 +105,13 @@ class Ledger:
         self.unattributed: dict[str, int] = defaultdict(int)
         self.section_owners: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self.notes: list[str] = []
+        self.warnings: list[str] = []  # also in notes; printed on the console by the report
+        # Alignment padding in front of an object's input section: it goes when the object goes.
+        self.padding_of: dict[str, int] = defaultdict(int)
+
+    def warn(self, message: str):
+        self.notes.append(message)
+        self.warnings.append(message)
 
     def give(self, comp: Component, section: str, n: int, item: str | None = None):
         if n <= 0:
@@ -156,6 +163,9 @@ class _Objects:
             for name, defs in info.defined.items():
                 for sec, size in defs:
                     self.defs[name].append((rel, sec, size))
+
+    def paths(self) -> dict[str, Path]:
+        return {rel: Path(p) for p, rel in self.by_abs.items()}
 
     def lookup_file(self, path: str) -> str | None:
         if path in self.comp:
@@ -241,17 +251,19 @@ def _attribute_section_by_map(ledger: Ledger, objs: _Objects, img: binfmt.Image,
     cursor = sec.addr
     end_of_sec = sec.addr + sec.size
     for isec in sorted(osec.inputs, key=lambda i: i.addr):
+        rel = objs.lookup_file(isec.file) if isec.file != "<internal>" else None
         if isec.addr > cursor:
             gap = isec.addr - cursor
             if gap < max(isec.align, 16):
                 ledger.over(f"padding in {sec.name}", gap, sec.name)
+                if rel is not None:
+                    ledger.padding_of[rel] += gap
             else:
                 ledger.lost(sec.name, gap)
         start = max(isec.addr, cursor)
         size = isec.addr + isec.size - start
         if size <= 0:
             continue
-        rel = objs.lookup_file(isec.file) if isec.file != "<internal>" else None
         mk = _merge_kind(isec.section)
         if isec.file == "<internal>" and mk:
             _split_merged(ledger, objs, img, sec, start, size, mk[0], mk[1], sec.name)
@@ -338,12 +350,27 @@ def _cover(file_size: int, ranges: list[tuple[int, int, object]]) -> list[tuple[
 
 
 @dataclass
+class LinkCosts:
+    """Bytes outside the objects that follow them in and out of a link (see marginal.py)."""
+    registry_row: float = 0.0       # one kernel-table row: its bytes + its dynamic relocations
+    op_names: dict[str, int] = field(default_factory=dict)   # op -> its name string, if only its rows use it
+    imports: dict[str, int] = field(default_factory=dict)    # imported symbol -> dynamic-linking bytes
+    importers: dict[str, list[str]] = field(default_factory=dict)  # imported symbol -> objects that use it
+
+
+@dataclass
 class Attribution:
     file_size: int
     method: str
     format: str
     ledger: Ledger
     sections: list[dict]
+    costs: LinkCosts = field(default_factory=LinkCosts)
+    graph: sections_mod.SectionGraph | None = None   # kept input sections and their references (link-map only)
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.ledger.warnings
 
 
 def _same_layout(a: binfmt.Section, b: binfmt.Section | None) -> bool:
@@ -355,7 +382,12 @@ def _content(sec: binfmt.Section) -> bool:
 
 
 def attribute_image(library: Path, unstripped: Path | None, objs: _Objects,
-                    map_sections: list[linkmap.OutputSection] | None) -> Attribution:
+                    map_sections: list[linkmap.OutputSection] | None, map_expected: bool = False,
+                    map_problem: str | None = None) -> Attribution:
+    """map_expected: the link wrote a map, so code and data are attributed by it or,
+    when it is missing, unreadable or does not match, left unattributed (with a
+    warning) rather than guessed from symbols. Without a map (Mach-O dylibs) they are
+    attributed by symbols."""
     data = Path(library).read_bytes()
     img = binfmt.read(library, data)
     sym_img = binfmt.read(unstripped) if unstripped and Path(unstripped).is_file() else img
@@ -369,8 +401,13 @@ def attribute_image(library: Path, unstripped: Path | None, objs: _Objects,
         if ok:
             method = "link-map"
         else:
-            ledger.notes.append("the link map did not match the library's layout; attributed by symbols instead")
+            map_problem = "its sections do not match the library's layout"
             by_map = {}
+    no_owner = map_expected and not by_map
+    if no_owner:
+        method = "unattributed"
+        ledger.warn(f"{Path(library).name}: link map unusable ({map_problem or 'no map'}); "
+                    "code and data are reported as unattributed")
     syms_by_sec: dict[str, list[binfmt.Symbol]] = defaultdict(list)
     for s in sym_img.sized_symbols():
         syms_by_sec[s.section].append(s)
@@ -391,7 +428,9 @@ def attribute_image(library: Path, unstripped: Path | None, objs: _Objects,
         else:
             sec = tag
             twin = sym_img.section(sec.name)
-            if _content(sec) and _same_layout(sec, twin) and size == sec.file_size:
+            if _content(sec) and no_owner:
+                ledger.lost(sec.name, size)
+            elif _content(sec) and _same_layout(sec, twin) and size == sec.file_size:
                 if sec.name in by_map:
                     _attribute_section_by_map(ledger, objs, sym_img, twin, by_map[sec.name])
                 else:
@@ -408,7 +447,65 @@ def attribute_image(library: Path, unstripped: Path | None, objs: _Objects,
                                  "vm_size": sec.size if sec.alloc else 0})
         elif sec.alloc and sec.size:
             sections_out.append({"name": sec.name, "kind": sec.kind, "file_offset": sec.offset, "file_size": 0, "vm_size": sec.size})
-    return Attribution(len(data), method, img.format, ledger, sections_out)
+    costs, graph = LinkCosts(), None
+    if not no_owner:
+        costs = _link_costs(objs, img, data)
+    if by_map:
+        kept = [(rel, i.section, i.size) for o in by_map.values() for i in o.inputs
+                if i.file != "<internal>" and (rel := objs.lookup_file(i.file)) is not None]
+        exported = {s.name for s in img.symbols if s.defined and not s.local}
+        try:
+            graph = sections_mod.build(objs.paths(), kept, exported)
+        except Exception as e:  # the graph only refines marginal bytes; the attribution stands without it
+            ledger.notes.append(f"no section graph for marginal bytes ({type(e).__name__}: {e})")
+    return Attribution(len(data), method, img.format, ledger, sections_out, costs, graph)
+
+
+# The generated kernel table (templates/registry.c.j2): one row per kernel object.
+REGISTRY_TABLE = ("mrt_kernels", "_mrt_kernels")
+
+
+def _link_costs(objs: _Objects, img: binfmt.Image, data: bytes) -> LinkCosts:
+    costs = LinkCosts()
+    kernels = [rel for rel, c in objs.comp.items() if c.kind == "kernel"]
+    registry = [rel for rel, c in objs.comp.items() if c.kind == "registry"]
+    if kernels and registry:
+        reg = registry[0]
+        info = objs.info.get(reg)
+        table = next((n for n in REGISTRY_TABLE if info and n in info.defined), None)
+        if table:
+            table_bytes = sum(size for _, size in info.defined[table])
+            # Each pointer in a row is a relative relocation in the shared library.
+            rel = next((s for s in img.sections if s.name in (".rela.dyn", ".rel.dyn") and s.entsize), None)
+            reloc_bytes = info.relocs_of.get(table, 0) * rel.entsize if rel is not None else 0
+            costs.registry_row = (table_bytes + reloc_bytes) / len(kernels)
+        by_op: dict[str, list[str]] = defaultdict(list)
+        for rel_ in kernels:
+            by_op[objs.comp[rel_].op].append(rel_)
+        for op, mine in by_op.items():
+            name = op.rsplit(".", 1)[-1].encode() + b"\0"
+            owners = objs.owners_of_string(name)
+            if reg in owners and set(owners) <= {reg, *mine}:
+                costs.op_names[op] = len(name)
+    if img.format == "elf":
+        try:
+            costs.imports = binfmt.elf_import_bytes(data)
+        except Exception:  # a table we cannot read costs nothing here; the totals are unaffected
+            costs.imports = {}
+        for rel_, info in objs.info.items():
+            for name in info.undefined:
+                if name in costs.imports:
+                    costs.importers.setdefault(name, []).append(rel_)
+    return costs
+
+
+def unreadable(library: Path, reason: str) -> Attribution:
+    """A file the report cannot read: all of it unattributed, with a warning."""
+    size = Path(library).stat().st_size if Path(library).is_file() else 0
+    ledger = Ledger()
+    ledger.lost("whole file", size)
+    ledger.warn(f"{Path(library).name}: cannot attribute ({reason}); its {size} bytes are reported as unattributed")
+    return Attribution(size, "unattributed", "unknown", ledger, [])
 
 
 def attribute_archive(library: Path, objs: _Objects) -> Attribution:
@@ -463,23 +560,32 @@ def attribute_archive(library: Path, objs: _Objects) -> Attribution:
     return Attribution(len(data), "archive-members", fmt, ledger, sorted(sections_out.values(), key=lambda s: s["name"]))
 
 
-def attribute_target(tb, plan_file: Path | None = None, env: dict | None = None, use_map: bool = True) -> Attribution:
-    """Attribute one build.TargetBuild's deliverable (tb.library)."""
-    objs = _Objects(tb.dir, tb.objects)
+def attribute_target(tb) -> Attribution:
+    """Attribute one build.TargetBuild's deliverable (tb.library), with the link map
+    its link step wrote (tb.link_map) when it writes one. Never raises on a file it
+    cannot read: that is reported as unattributed bytes with a warning."""
     lib = Path(tb.library)
-    head = lib.read_bytes()[:8]
-    if binfmt.sniff(head) == "ar":
-        return attribute_archive(lib, objs)
-    map_sections = None
-    if use_map and binfmt.sniff(head) == "elf":
-        own = [lib.with_name(lib.name + ".map")]
-        if tb.unstripped:
-            own.append(Path(tb.unstripped).with_name(Path(tb.unstripped).name + ".map"))
-        text = next((p.read_text() for p in own if p.is_file()), None)
-        if text is None and plan_file is not None:
-            src = tb.unstripped or lib
-            got = linkmap.relink_map(Path(plan_file), tb.target.name, os.path.relpath(src, tb.dir), env=env)
-            text = got[0] if got else None
-        if text:
-            map_sections = linkmap.parse(text)
-    return attribute_image(lib, tb.unstripped, objs, map_sections)
+    try:
+        objs = _Objects(tb.dir, tb.objects)
+        head = lib.read_bytes()[:8]
+        kind = binfmt.sniff(head)
+        if kind == "ar":
+            return attribute_archive(lib, objs)
+        if kind not in ("elf", "macho"):
+            return unreadable(lib, f"a {kind} file, not ELF, thin Mach-O or ar")
+        map_path = getattr(tb, "link_map", None)
+        map_sections, problem = None, None
+        if map_path is not None:
+            try:
+                map_sections = linkmap.parse(Path(map_path).read_text(errors="replace"))
+            except OSError as e:
+                problem = f"cannot read {Path(map_path).name}: {e.strerror or e}"
+            else:
+                if not map_sections:
+                    problem = f"{Path(map_path).name} is not an ld.lld map"
+        return attribute_image(lib, tb.unstripped, objs, map_sections, map_expected=map_path is not None,
+                               map_problem=problem)
+    except OSError as e:
+        return unreadable(lib, e.strerror or str(e))
+    except Exception as e:  # a malformed file must not fail the build: report it
+        return unreadable(lib, f"{type(e).__name__}: {e}")

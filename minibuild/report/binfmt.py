@@ -50,6 +50,7 @@ class Image:
     headers: list[tuple[str, int, int]] = field(default_factory=list)  # (name, offset, size) of non-section ranges
     relocatable: bool = False
     data: bytes = b""
+    relocs: dict[str, int] = field(default_factory=dict)  # section -> relocation entries that patch it
 
     def section(self, name: str) -> Section | None:
         return next((s for s in self.sections if s.name == name), None)
@@ -149,6 +150,11 @@ def _read_elf(path: str, data: bytes) -> Image:
             name=s.name, offset=s["sh_offset"], file_size=0 if nobits else s["sh_size"], addr=s["sh_addr"],
             size=s["sh_size"], align=max(1, s["sh_addralign"]), alloc=alloc, kind=kind, entsize=s["sh_entsize"],
             merge=bool(flags & SH_FLAGS.SHF_MERGE), merge_strings=bool(flags & SH_FLAGS.SHF_STRINGS)))
+    relocs = {}
+    for s in elf.iter_sections():
+        if s["sh_type"] in ("SHT_RELA", "SHT_REL") and s["sh_entsize"] and s["sh_info"] in index_name:
+            target = index_name[s["sh_info"]]
+            relocs[target] = relocs.get(target, 0) + s["sh_size"] // s["sh_entsize"]
     symbols = []
     symtab = elf.get_section_by_name(".symtab") or elf.get_section_by_name(".dynsym")
     if symtab is not None:
@@ -161,7 +167,41 @@ def _read_elf(path: str, data: bytes) -> Image:
             symbols.append(Symbol(sym.name, sym["st_value"], sym["st_size"],
                                   index_name.get(shndx, "") if defined else "", defined,
                                   sym["st_info"]["bind"] == "STB_LOCAL", t == "STT_FUNC"))
-    return Image(path, "elf", len(data), sections, symbols, headers, relocatable=h["e_type"] == "ET_REL", data=data)
+    return Image(path, "elf", len(data), sections, symbols, headers, relocatable=h["e_type"] == "ET_REL", data=data,
+                 relocs=relocs)
+
+
+def elf_import_bytes(data: bytes) -> dict[str, int]:
+    """A linked ELF image's cost of each symbol it imports from another library:
+    its .dynsym entry and name, its version and SysV hash slots, and its PLT slot
+    (.plt entry, .got.plt word, .rela.plt entry) or GOT slot (.got word, .rela.dyn
+    entry). What would go if nothing imported the symbol any more."""
+    from elftools.elf.elffile import ELFFile
+    elf = ELFFile(io.BytesIO(data))
+    dynsym = elf.get_section_by_name(".dynsym")
+    if dynsym is None:
+        return {}
+    word = elf.elfclass // 8
+    has = {s.name: s for s in elf.iter_sections()}
+    fixed = dynsym["sh_entsize"] + (2 if ".gnu.version" in has else 0) + (4 if ".hash" in has else 0)
+    cost = {}
+    for i, sym in enumerate(dynsym.iter_symbols()):
+        if i and sym.name and sym["st_shndx"] == "SHN_UNDEF":
+            cost[sym.name] = fixed + len(sym.name.encode()) + 1
+    names = [sym.name for sym in dynsym.iter_symbols()]
+    plt = has.get(".plt")
+    for rsec in elf.iter_sections():
+        if rsec["sh_type"] not in ("SHT_RELA", "SHT_REL") or not (rsec["sh_flags"] & 2):  # SHF_ALLOC
+            continue
+        jump = rsec.name.endswith(".plt")
+        slots = [r["r_info_sym"] for r in rsec.iter_relocations()]
+        # lld's PLT: a header, then one entry per slot; header sizes differ per arch.
+        per_plt = plt["sh_size"] // (len(slots) + 1) if jump and plt is not None and slots else 0
+        for k in slots:
+            name = names[k] if 0 < k < len(names) else ""
+            if name in cost:
+                cost[name] += rsec["sh_entsize"] + word + per_plt
+    return cost
 
 
 # ---------------------------------------------------------------- Mach-O
@@ -194,6 +234,7 @@ def _read_macho(path: str, data: bytes) -> Image:
     sections: list[Section] = []
     headers = [("Mach-O header and load commands", 0, hdr_size + sizeofcmds)]
     symtab = None
+    relocs: dict[str, int] = {}
     linkedit_ranges = []
     off = hdr_size
     for _ in range(ncmds):
@@ -236,6 +277,7 @@ def _read_macho(path: str, data: bytes) -> Image:
                                         merge_strings=typ == _S_CSTRING_LITERALS, segment=seg))
                 if nreloc:
                     headers.append((f"relocations ({name})", reloff, nreloc * 8))
+                    relocs[name] = relocs.get(name, 0) + nreloc
         elif cmd == _LC_SYMTAB:
             symoff, nsyms, stroff, strsize = struct.unpack_from("<IIII", data, off + 8)
             symtab = (symoff, nsyms, stroff, strsize)
@@ -265,7 +307,8 @@ def _read_macho(path: str, data: bytes) -> Image:
     # signature) inside __LINKEDIT: name the rest of that segment as one range.
     for fo, fs in linkedit_ranges:
         headers.append(("__LINKEDIT (dyld info, exports, signature)", fo, fs))
-    return Image(path, "macho", len(data), sections, symbols, headers, relocatable=filetype == _MH_OBJECT, data=data)
+    return Image(path, "macho", len(data), sections, symbols, headers, relocatable=filetype == _MH_OBJECT, data=data,
+                 relocs=relocs)
 
 
 # ---------------------------------------------------------------- ar archives
@@ -328,6 +371,8 @@ class ObjectInfo:
     strings: set[bytes]
     literals: dict[int, set[bytes]]             # entry size -> entries
     section_sizes: dict[str, int]               # alloc section -> bytes
+    undefined: set[str] = field(default_factory=set)        # symbols it needs from elsewhere
+    relocs_of: dict[str, int] = field(default_factory=dict)  # defined symbol -> relocations in its section
 
 
 def object_info(path, data: bytes | None = None) -> ObjectInfo:
@@ -350,4 +395,7 @@ def object_info(path, data: bytes | None = None) -> ObjectInfo:
         elif sec.entsize:
             n = sec.entsize
             literals.setdefault(n, set()).update(blob[i:i + n] for i in range(0, len(blob) - n + 1, n))
-    return ObjectInfo(str(path), img.format, defined, strings, literals, sizes)
+    undefined = {s.name for s in img.symbols if not s.defined and not s.local}
+    relocs_of = {s.name: img.relocs[s.section] for s in img.symbols
+                 if s.defined and s.section and img.relocs.get(s.section)}
+    return ObjectInfo(str(path), img.format, defined, strings, literals, sizes, undefined, relocs_of)

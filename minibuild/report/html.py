@@ -55,8 +55,19 @@ def stacked_bars(rows: list[tuple[str, dict]], order: list[str], colors: dict, w
     return "".join(parts)
 
 
-def grouped_bars(categories: list[str], series: list[str], value, width: int = 900, label_w: int = 200) -> str:
+def series_colors(names: list[str], more: list[str] = ()) -> dict[str, str]:
+    """One colour per artifact (platform-ABI) for every chart of the page: the report's
+    artifacts in their order, then any the history adds."""
+    colors: dict[str, str] = {}
+    for n in [*names, *sorted(set(more) - set(names))]:
+        colors.setdefault(n, SERIES[len(colors) % len(SERIES)])
+    return colors
+
+
+def grouped_bars(categories: list[str], series: list[str], value, width: int = 900, label_w: int = 200,
+                 colors: dict[str, str] | None = None) -> str:
     """Horizontal bars: per category one thin bar per series (artifact)."""
+    colors = colors or series_colors(series)
     bh = 12 if len(series) > 1 else 16
     group_h = bh * len(series) + 8
     h = len(categories) * group_h + 10
@@ -71,17 +82,18 @@ def grouped_bars(categories: list[str], series: list[str], value, width: int = 9
             y = y0 + j * bh
             w = max(0.5, avail * v / vmax) if v else 0
             if w:
-                parts.append(f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bh - 2}" fill="{SERIES[j % len(SERIES)]}">'
+                parts.append(f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bh - 2}" fill="{colors[s]}">'
                              f'<title>{escape(cat)} · {escape(s)}: {_fmt(v)} bytes</title></rect>')
             parts.append(f'<text x="{label_w + w + 4:.1f}" y="{y + bh - 3}" font-size="10">{_fmt(v)}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
 
-def trend_chart(history: list[dict], width: int = 900, height: int = 260) -> str:
+def trend_chart(history: list[dict], width: int = 900, height: int = 260, colors: dict[str, str] | None = None) -> str:
     """File size per artifact over the builds in the history (x: build order)."""
     builds = sorted({r["build"] for r in history})
     arts = sorted({r["artifact"] for r in history})
+    colors = colors or series_colors([], arts)
     if not builds:
         return '<p class="meta">No history yet.</p>'
     pad_l, pad_r, pad_t, pad_b = 70, 170, 12, 34
@@ -110,7 +122,7 @@ def trend_chart(history: list[dict], width: int = 900, height: int = 260) -> str
         if i % step == 0 or i == len(builds) - 1:
             parts.append(f'<text x="{xs[b]:.1f}" y="{height - pad_b + 14}" text-anchor="middle" font-size="10">#{b}</text>')
     for j, art in enumerate(arts):
-        color = SERIES[j % len(SERIES)]
+        color = colors[art]
         pts = [(xs[r["build"]], y(r["file_size"]), r) for r in history if r["artifact"] == art]
         if len(pts) > 1:
             parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="'
@@ -139,6 +151,7 @@ class Markup(str):
 def render(doc: dict, history: list[dict]) -> str:
     arts = doc["artifacts"]
     names = [a["name"] for a in arts]
+    colors = series_colors(names, [r["artifact"] for r in history])
     groups = ["runtime", "kernels", "support", "glue", "external", "shared", "overhead", "unattributed"]
     used_groups = [g for g in groups if any(a["totals"].get(g) for a in arts)]
     out = ["<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
@@ -165,9 +178,35 @@ def render(doc: dict, history: list[dict]) -> str:
             if c["kind"] == "kernel":
                 kernel_rows.setdefault(c["name"], {})[a["name"]] = c["bytes"]
     cats = sorted(kernel_rows, key=lambda k: (-max(kernel_rows[k].values()), k))[:30]
-    out.append('<h2 id="per-op">Bytes per operator and element type</h2>')
-    out.append(_legend([(n, SERIES[i % len(SERIES)]) for i, n in enumerate(names)]))
-    out.append(grouped_bars(cats, names, lambda c, s: kernel_rows.get(c, {}).get(s, 0)) if cats else "<p>No kernels.</p>")
+    marginal = {}
+    for a in arts:
+        for r in a.get("marginal", {}).get("ops", []):
+            marginal.setdefault(r["op"].removeprefix("ai.onnx."), {})[a["name"]] = r["bytes"]
+    out.append('<h2 id="marginal">Bytes that go if an operator goes (marginal)</h2>')
+    out.append('<p class="meta">Its kernels, the support units no other operator needs, the routines only it '
+               'reaches, its registry rows and imports (docs/size_report.md).</p>')
+    out.append(_legend([(n, colors[n]) for n in names]))
+    mcats = sorted(marginal, key=lambda k: (-max(marginal[k].values()), k))[:30]
+    out.append(grouped_bars(mcats, names, lambda c, s: marginal.get(c, {}).get(s, 0), colors=colors)
+               if mcats else "<p>No kernels.</p>")
+    shared = [[a["name"], sh["unit"], _fmt(sh["bytes"]), ", ".join(o.removeprefix("ai.onnx.") for o in sh["ops"]),
+               _fmt(sh["marginal_bytes_of_ops"])] for a in arts for sh in a.get("marginal", {}).get("shared_support", [])]
+    if shared:
+        out.append("<h3>Support units several operators share</h3>")
+        out.append(_table(["artifact", "support unit", "unit bytes", "shared by", "marginal bytes of all of them"],
+                          shared, numeric={2, 4}))
+    mrows = []
+    for m in doc.get("models", []):
+        per = [next((x for x in a.get("marginal", {}).get("models", []) if x["model"] == m["name"]), None) for a in arts]
+        only = sorted({o.removeprefix("ai.onnx.") for x in per if x for o in x["ops_removed"]})
+        mrows.append([m["name"], *[_fmt(x["bytes"]) if x else "0" for x in per], ", ".join(only) or "-"])
+    if mrows:
+        out.append("<h3>Bytes that go if a model goes</h3>")
+        out.append(_table(["model", *names, "operators only it needs"], mrows, numeric=set(range(1, 1 + len(names)))))
+    out.append('<h2 id="per-op">Own bytes per operator and element type</h2>')
+    out.append(_legend([(n, colors[n]) for n in names]))
+    out.append(grouped_bars(cats, names, lambda c, s: kernel_rows.get(c, {}).get(s, 0), colors=colors)
+               if cats else "<p>No kernels.</p>")
     sup = {}
     for a in arts:
         for c in a["components"]:
@@ -176,21 +215,23 @@ def render(doc: dict, history: list[dict]) -> str:
     if sup:
         out.append("<h3>Runtime core, support units and glue</h3>")
         scats = sorted(sup, key=lambda k: (-max(sup[k].values()), k))
-        out.append(grouped_bars(scats, names, lambda c, s: sup.get(c, {}).get(s, 0)))
+        out.append(grouped_bars(scats, names, lambda c, s: sup.get(c, {}).get(s, 0), colors=colors))
     dts = sorted({d for a in arts for d in a["by_dtype"]})
     out.append('<h2 id="per-type">Kernel bytes per element type</h2>')
-    out.append(grouped_bars(dts, names, lambda d, s: next((a["by_dtype"].get(d, 0) for a in arts if a["name"] == s), 0))
-               if dts else "<p>No kernels.</p>")
+    out.append(grouped_bars(dts, names, lambda d, s: next((a["by_dtype"].get(d, 0) for a in arts if a["name"] == s), 0),
+                            colors=colors) if dts else "<p>No kernels.</p>")
     out.append('<h2 id="trend">Trend over past builds</h2>')
     out.append(f'<p class="meta">{len({r["build"] for r in history})} build(s) in the size history.</p>')
-    out.append(trend_chart(history))
+    out.append(trend_chart(history, colors=colors))
     out.append('<h2 id="operators">Operators and the models that need them</h2>')
     rows = []
     for r in doc["operators"]:
         users = "; ".join(f"{u['model']}/{u['node']}" for u in r["used_by"][:8]) + (" …" if len(r["used_by"]) > 8 else "")
         rows.append([r["op"].removeprefix("ai.onnx."), ", ".join(r["dtypes"]),
-                     *[_fmt(r["artifacts"].get(n, {}).get("bytes", 0)) for n in names], users])
-    out.append(_table(["operator", "types", *names, "used by (model/node)"], rows, numeric=set(range(2, 2 + len(names)))))
+                     *[f'{_fmt(r["artifacts"].get(n, {}).get("marginal_bytes", 0))} '
+                       f'({_fmt(r["artifacts"].get(n, {}).get("bytes", 0))})' for n in names], users])
+    out.append(_table(["operator", "types", *[f"{n}: marginal (own)" for n in names], "used by (model/node)"], rows,
+                      numeric=set(range(2, 2 + len(names)))))
     for a in arts:
         out.append(f'<h2 id="detail-{escape(a["name"])}">{escape(a["name"])}: sections and overhead</h2>')
         out.append(f'<p class="meta"><code>{escape(a["library"])}</code> · {_fmt(a["file_size"])} bytes · attributed by '

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from . import diff
-from .assemble import package_rows
+from .assemble import GROUPS, package_rows
 
 
 def _kib(n: int) -> str:
@@ -20,6 +20,10 @@ def _delta(new: int, old: int | None) -> str:
     return f"{d:+d}{pct}"
 
 
+def _op(op: str) -> str:
+    return op.removeprefix("ai.onnx.")
+
+
 def render(doc: dict, top: int = 10) -> str:
     base = doc.get("baseline")
     base_sizes = {a["name"]: a["file_size"] for a in base["artifacts"]} if base else {}
@@ -29,32 +33,56 @@ def render(doc: dict, top: int = 10) -> str:
            + f" · {len(doc['models'])} model(s)"
            + (f" · compared with {base['source']} ({base.get('generated', '')})" if base else " · no baseline"),
            "",
-           "| artifact | library bytes | change | runtime | kernels | support | glue | overhead | unattributed | method |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+           "| artifact | library bytes | change | " + " | ".join(GROUPS) + " | method |",
+           "|---|---:|---:|" + "---:|" * len(GROUPS) + "---|"]
+    # Every group is a column, so each row's parts add up to its library bytes.
     for a in doc["artifacts"]:
         t = a["totals"]
         out.append(f"| `{a['name']}` | {a['file_size']} | {_delta(a['file_size'], base_sizes.get(a['name']))} | "
-                   f"{t['runtime']} | {t['kernels']} | {t['support']} | {t['glue']} | {t['overhead']} | "
-                   f"{t['unattributed']} | {a['method']} |")
+                   + " | ".join(str(t.get(g, 0)) for g in GROUPS) + f" | {a['method']} |")
     total_old = sum(base_sizes.values()) if base else None
-    out.append(f"| **all libraries** | **{doc['totals']['libraries']}** | {_delta(doc['totals']['libraries'], total_old)} | | | | | | | |")
+    out.append(f"| **all libraries** | **{doc['totals']['libraries']}** | {_delta(doc['totals']['libraries'], total_old)} | "
+               + " | ".join(str(sum(a["totals"].get(g, 0) for a in doc["artifacts"])) for g in GROUPS) + " | |")
     out.append("")
     if doc["artifacts"]:
         names = [a["name"] for a in doc["artifacts"]]
-        out.append("### Top operators (own kernel bytes; support units they require in brackets)")
+        out.append("### Top operators: bytes that go if the operator goes (marginal; its own kernels in brackets)")
         out.append("")
         out.append("| operator | types | " + " | ".join(f"`{n}`" for n in names) + " | used by |")
         out.append("|---|---|" + "---:|" * len(names) + "---|")
         for r in doc["operators"][:top]:
             cells = []
             for n in names:
-                v = r["artifacts"].get(n, {"bytes": 0, "support_bytes": 0})
-                cells.append(f"{v['bytes']}" + (f" (+{v['support_bytes']})" if v.get("support_bytes") else ""))
+                v = r["artifacts"].get(n, {"bytes": 0, "marginal_bytes": 0})
+                cells.append(f"{v.get('marginal_bytes', 0)} ({v['bytes']})")
             users = sorted({u["model"] for u in r["used_by"]})
             nodes = len(r["used_by"])
-            out.append(f"| {r['op'].removeprefix('ai.onnx.')} | {', '.join(r['dtypes'])} | " + " | ".join(cells)
+            out.append(f"| {_op(r['op'])} | {', '.join(r['dtypes'])} | " + " | ".join(cells)
                        + f" | {', '.join(users)} ({nodes} node{'s' if nodes != 1 else ''}) |")
         out.append("")
+        shared = [(a["name"], s) for a in doc["artifacts"] for s in a.get("marginal", {}).get("shared_support", [])]
+        if shared:
+            out.append("### Support units several operators share (they go only when all those operators go)")
+            out.append("")
+            out.append("| artifact | support unit | unit bytes | shared by | marginal bytes of all of them |")
+            out.append("|---|---|---:|---|---:|")
+            for name, s in shared:
+                out.append(f"| `{name}` | {s['unit']} | {s['bytes']} | {', '.join(_op(o) for o in s['ops'])} | "
+                           f"{s['marginal_bytes_of_ops']} |")
+            out.append("")
+        models = {m["name"] for m in doc.get("models", [])}
+        if models:
+            out.append("### Models: bytes that go if the model goes (kernels no other model needs)")
+            out.append("")
+            out.append("| model | " + " | ".join(f"`{n}`" for n in names) + " | operators only it needs |")
+            out.append("|---|" + "---:|" * len(names) + "---|")
+            for m in sorted(models):
+                rows = [next((x for x in a.get("marginal", {}).get("models", []) if x["model"] == m), None)
+                        for a in doc["artifacts"]]
+                only = sorted({_op(o) for x in rows if x for o in x["ops_removed"]})
+                out.append(f"| {m} | " + " | ".join(str(x["bytes"]) if x else "0" for x in rows)
+                           + f" | {', '.join(only) or '-'} |")
+            out.append("")
     if base:
         rows = diff.compare(base, doc)
         changed = [r for r in rows if r.what in ("op", "component") and r.delta]

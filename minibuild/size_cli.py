@@ -1,4 +1,6 @@
-"""`minibuild size ...`: the size report's own commands.
+"""`minibuild size ...`: the size report's own commands. They live above the report
+package: `estimate` scans models and `calibrate` runs builds (minibuild/calibrate.py),
+while report/ only reads what builds left behind.
 
     minibuild size history [--size-history PATH] [--limit N] [--json]
     minibuild size diff OLD.json NEW.json [--all]
@@ -14,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..errors import MinibuildError
+from .errors import MinibuildError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -49,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    from ..console import console
+    from .console import console
     try:
         return _run(args)
     except MinibuildError as e:
@@ -63,7 +65,7 @@ def main(argv=None) -> int:
 
 
 def _run(args) -> int:
-    from . import diff, estimate, history, load_report
+    from .report import diff, estimate, history, load_report
     if args.cmd == "history":
         path = history.path_for(args.out, args.size_history)
         if not path.is_file():
@@ -77,9 +79,9 @@ def _run(args) -> int:
         sys.stdout.write(diff.format_diff(diff.compare(old, new), show_zero=args.all))
         return 0
     if args.cmd == "estimate":
-        from ..options import Options, parse_fix_dims, parse_input_shapes
-        from ..pipeline import run_scan
-        from .. import platforms
+        from .options import Options, parse_fix_dims, parse_input_shapes
+        from .pipeline import run_scan
+        from . import platforms
         table = estimate.load_table(args.table)
         with tempfile.TemporaryDirectory(prefix="minibuild-estimate-") as tmp:
             opts = Options(models=args.models, out=Path(tmp), fixed_dims=parse_fix_dims(args.fix_dim),
@@ -103,7 +105,8 @@ def _run(args) -> int:
                   f"{p.get('glue', 0):>6} {p.get('overhead', 0):>8}  {note}")
         return 0 if all("error" not in r for r in results) else 1
     if args.cmd == "calibrate":
-        doc = estimate.calibrate([args.platform], args.abi, args.work, args.table, args.jobs, log=print)
+        from .calibrate import calibrate
+        doc = calibrate([args.platform], args.abi, args.work, args.table, args.jobs, log=print)
         path = estimate.write_table(doc, args.table)
         print(f"kernel size table -> {path}")
         return 0
