@@ -201,3 +201,42 @@ def test_matmul_constant_weights_bert_projection():
 def test_matmul_constant_batched_b():
     a, w = randn(4, 1, 9, 16), randn(3, 16, 8)
     check(one_node("MatMul", {"a": a}, {"w": w}, opset=13), {"a": a})
+
+
+# --- A whole encoder layer, exported by torch.onnx as Hugging Face BERT writes it -------------
+
+@pytest.mark.parametrize("opset,approximate", [(14, "none"), (17, "none"), (20, "tanh")])
+def test_bert_layer_from_torch_export(opset, approximate):
+    """Opset 14: LayerNorm decomposed (ReduceMean, Sub, Pow, Sqrt, Div), GELU as Erf;
+    17: LayerNormalization; 20: Gelu. Q/K/V as separate projections, 4 heads."""
+    torch = pytest.importorskip("torch")
+    import io
+    import math
+    import onnx
+
+    class Layer(torch.nn.Module):
+        def __init__(self, d=64, h=4, ff=256):
+            super().__init__()
+            self.h, self.dh = h, d // h
+            self.q, self.k, self.v, self.o = (torch.nn.Linear(d, d) for _ in range(4))
+            self.ln1, self.ln2 = torch.nn.LayerNorm(d, eps=1e-12), torch.nn.LayerNorm(d, eps=1e-12)
+            self.f1, self.f2 = torch.nn.Linear(d, ff), torch.nn.Linear(ff, d)
+
+        def heads(self, t):
+            b, n, _ = t.shape
+            return t.view(b, n, self.h, self.dh).permute(0, 2, 1, 3)
+
+        def forward(self, x):
+            b, n, d = x.shape
+            q, k, v = self.heads(self.q(x)), self.heads(self.k(x)), self.heads(self.v(x))
+            att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.dh), dim=-1)
+            ctx = (att @ v).permute(0, 2, 1, 3).reshape(b, n, d)
+            x = self.ln1(x + self.o(ctx))
+            return self.ln2(x + self.f2(torch.nn.functional.gelu(self.f1(x), approximate=approximate)))
+
+    torch.manual_seed(opset)
+    x = torch.randn(1, 32, 64)
+    f = io.BytesIO()
+    torch.onnx.export(Layer().eval(), (x,), f, opset_version=opset, input_names=["x"], output_names=["y"],
+                      dynamo=False)
+    check(onnx.load_from_string(f.getvalue()), {"x": x.numpy()})
