@@ -417,6 +417,233 @@ def fuse_activations(g: Graph, available: set[tuple[str, str]]) -> bool:
     return changed
 
 
+# --- pattern fusions (SiLU, Gelu, LayerNormalization) ---------------------------------
+# Exporters without these ops write them out of primitives. Each pass below matches
+# one such pattern exactly (constants checked, every intermediate value used only
+# inside the pattern) and replaces it with one node, named after the pattern's first
+# node like FusedConv; the log names every node it replaced.
+
+def _scalar(g: Graph, name: str):
+    """The value of a one-element constant, else None."""
+    v = g.consts.get(name)
+    return float(v.reshape(-1)[0]) if v is not None and v.size == 1 else None
+
+
+def _close(v, want: float, rtol: float = 1e-5) -> bool:
+    return v is not None and abs(v - want) <= rtol * abs(want)
+
+
+def _other(node, name: str):
+    """The input of binary `node` that is not `name` (None if `name` is not an input)."""
+    if len(node.input) != 2:
+        return None
+    a, b = node.input
+    return b if a == name else a if b == name else None
+
+
+def _sole_use(g: Graph, name: str, op: str):
+    """The only consumer of `name`, if it is an ai.onnx `op` and `name` is not a graph output."""
+    n = _single_consumer(g, name)
+    return n if n is not None and n.domain == "" and n.op_type == op else None
+
+
+def _is_f32(g: Graph, name: str) -> bool:
+    return g.value_info.get(name, (0, None))[0] == onnx.TensorProto.FLOAT
+
+
+def _replace_pattern(g: Graph, nodes: list, fused) -> None:
+    """Put `fused` where the pattern's last node was (its inputs are all computed by
+    then), drop the rest, and record the replaced nodes."""
+    order = sorted(nodes, key=g.nodes.index)
+    fused.name = order[0].name
+    for n in order[:-1]:
+        for o in n.output:
+            g.value_info.pop(o, None)
+    g.nodes[g.nodes.index(order[-1])] = fused
+    for n in order[:-1]:
+        g.nodes.remove(n)
+    g.touch()
+    op = f"{domains.canonical(fused.domain)}.{fused.op_type}" if fused.domain else fused.op_type
+    g.log.append(f"fused {' + '.join(f'{n.op_type} {n.name}' for n in order)} into {op} {fused.name}")
+
+
+def fuse_silu(g: Graph, available: set[tuple[str, str]]) -> bool:
+    """x * Sigmoid(x) (either operand order) -> SiLU (ai.minibuild)."""
+    if (_MINIBUILD, "SiLU") not in available:
+        return False
+    changed = False
+    for sig in list(g.nodes):
+        if sig not in g.nodes or sig.domain != "" or sig.op_type != "Sigmoid" or not _is_f32(g, sig.input[0]):
+            continue
+        x = sig.input[0]
+        mul = _sole_use(g, sig.output[0], "Mul")
+        if mul is None or _other(mul, sig.output[0]) != x:
+            continue
+        _replace_pattern(g, [sig, mul], helper.make_node("SiLU", [x], [mul.output[0]], domain=_MINIBUILD))
+        changed = True
+    if changed:
+        g.opsets.setdefault(_MINIBUILD, 1)
+    return changed
+
+
+def fuse_gelu(g: Graph, available: set[tuple[str, str]]) -> bool:
+    """x * 0.5 * (1 + Erf(x / sqrt(2))) -> Gelu (ai.onnx opset 20), in the orders
+    exporters write it: x / sqrt(2) or x * (1/sqrt(2)); the three factors x, 0.5 and
+    (1 + erf) multiplied in any association and operand order.
+
+    Only in models importing ai.onnx opset 20 or later: the runtime is told each
+    node's operator version from the model's opset import, and Gelu does not exist
+    before 20 (see the report for the per-node version this would need)."""
+    if ("ai.onnx", "Gelu") not in available or g.opsets.get("", 1) < 20:
+        return False
+    changed = False
+    for erf in list(g.nodes):
+        if erf not in g.nodes or erf.domain != "" or erf.op_type != "Erf":
+            continue
+        scaled = g.producer(erf.input[0])
+        if scaled is None or scaled.domain != "" or _single_consumer(g, scaled.output[0]) is not erf:
+            continue
+        if scaled.op_type == "Div" and _close(_scalar(g, scaled.input[1]), 2 ** 0.5):
+            x = scaled.input[0]
+        elif scaled.op_type == "Mul" and len(scaled.input) == 2:
+            x = next((a for a, b in (scaled.input, scaled.input[::-1]) if _close(_scalar(g, b), 0.5 ** 0.5)), None)
+        else:
+            continue
+        if x is None or x in g.consts or not _is_f32(g, x):
+            continue
+        add = _sole_use(g, erf.output[0], "Add")
+        if add is None or not _close(_scalar(g, _other(add, erf.output[0]) or ""), 1.0):
+            continue
+        t = add.output[0]
+        m1 = _sole_use(g, t, "Mul")
+        if m1 is None:
+            continue
+        u = _other(m1, t)
+        pattern = None
+        if u == x:                                   # (x * t) * 0.5
+            m2 = _sole_use(g, m1.output[0], "Mul")
+            if m2 is not None and _close(_scalar(g, _other(m2, m1.output[0]) or ""), 0.5):
+                pattern = [scaled, erf, add, m1, m2]
+        elif _close(_scalar(g, u or ""), 0.5):       # x * (t * 0.5)
+            m2 = _sole_use(g, m1.output[0], "Mul")
+            if m2 is not None and _other(m2, m1.output[0]) == x:
+                pattern = [scaled, erf, add, m1, m2]
+        else:                                        # (x * 0.5) * t
+            half = g.producer(u) if u else None
+            if (half is not None and half.domain == "" and half.op_type == "Mul"
+                    and _single_consumer(g, u) is m1 and _other(half, x) is not None
+                    and _close(_scalar(g, _other(half, x)), 0.5)):
+                pattern = [half, scaled, erf, add, m1]
+        if pattern is None:
+            continue
+        _replace_pattern(g, pattern, helper.make_node("Gelu", [x], [pattern[-1].output[0]]))
+        changed = True
+    return changed
+
+
+def _reduce_axes(g: Graph, node):
+    """The axes of a ReduceMean with keepdims=1, or None (absent axes reduce all)."""
+    if _attr(node, "keepdims", 1) != 1 or _attr(node, "noop_with_empty_axes", 0):
+        return None
+    if len(node.input) > 1 and node.input[1]:
+        v = g.consts.get(node.input[1])
+        return None if v is None else [int(a) for a in v.reshape(-1)]
+    axes = _attr(node, "axes")
+    return None if axes is None else [int(a) for a in axes]
+
+
+def fuse_layernorm(g: Graph, available: set[tuple[str, str]]) -> bool:
+    """The LayerNormalization older exporters write out:
+        m = ReduceMean(x, last axes); d = x - m; v = ReduceMean(Pow(d, 2), same axes)
+        y = d / Sqrt(v + eps) [* gamma] [+ beta]
+    -> LayerNormalization (ai.onnx opset 17), axis = first reduced axis, gamma and beta
+    (constants varying only along the normalised axes) as Scale and B. Only in models
+    importing opset 17 or later (see fuse_gelu)."""
+    if ("ai.onnx", "LayerNormalization") not in available or g.opsets.get("", 1) < 17:
+        return False
+    changed = False
+    for mean in list(g.nodes):
+        if mean not in g.nodes or mean.domain != "" or mean.op_type != "ReduceMean":
+            continue
+        x = mean.input[0]
+        shape = g.value_info.get(x, (0, None))[1]
+        axes = _reduce_axes(g, mean)
+        if not _is_f32(g, x) or shape is None or not axes or x in g.consts:
+            continue
+        r = len(shape)
+        k = len(axes)
+        if sorted(a % r if -r <= a < r else -1 for a in axes) != list(range(r - k, r)):
+            continue  # not exactly the last k axes
+        sub_uses = g.consumers(mean.output[0])
+        if len(sub_uses) != 1 or g.is_output(mean.output[0]):
+            continue
+        sub = sub_uses[0]
+        if sub.domain != "" or sub.op_type != "Sub" or list(sub.input) != [x, mean.output[0]]:
+            continue
+        d = sub.output[0]
+        uses = g.consumers(d)
+        if len(uses) != 2 or g.is_output(d):
+            continue
+        pw = next((n for n in uses if n.domain == "" and n.op_type == "Pow" and n.input[0] == d), None)
+        div = next((n for n in uses if n.domain == "" and n.op_type == "Div" and n.input[0] == d), None)
+        if pw is None or div is None or not _close(_scalar(g, pw.input[1]), 2.0):
+            continue
+        var = _sole_use(g, pw.output[0], "ReduceMean")
+        if var is None or _reduce_axes(g, var) is None or sorted(a % r for a in _reduce_axes(g, var)) != list(range(r - k, r)):
+            continue
+        add = _sole_use(g, var.output[0], "Add")
+        eps = _scalar(g, _other(add, var.output[0]) or "") if add is not None else None
+        if eps is None or eps < 0:
+            continue
+        sq = _sole_use(g, add.output[0], "Sqrt")
+        if sq is None or _single_consumer(g, sq.output[0]) is not div or div.input[1] != sq.output[0]:
+            continue
+        pattern = [mean, sub, pw, var, add, sq, div]
+        norm = tuple(int(s) for s in shape[r - k:])
+
+        def affine(prev, op):
+            """(node, constant broadcast to the normalised shape) if `prev`'s only use
+            is `op` with a constant that varies only along the normalised axes."""
+            n = _sole_use(g, prev.output[0], op)
+            c = _other(n, prev.output[0]) if n is not None else None
+            v = g.consts.get(c) if c else None
+            if v is None or v.dtype != np.float32 or v.ndim > r:
+                return None
+            aligned = v.reshape((1,) * (r - v.ndim) + v.shape)
+            if any(s != 1 for s in aligned.shape[:r - k]):
+                return None
+            try:
+                return n, np.ascontiguousarray(np.broadcast_to(aligned.reshape(aligned.shape[r - k:]), norm))
+            except ValueError:
+                return None
+
+        last = div
+        scale = np.ones(norm, np.float32)
+        bias = None
+        found = affine(last, "Mul")
+        if found:
+            last, scale = found
+            pattern.append(last)
+        found = affine(last, "Add")
+        if found:
+            last, bias = found
+            pattern.append(last)
+        y = last.output[0]
+        s_name, b_name = f"{y}__ln_scale", f"{y}__ln_bias"
+        g.consts[s_name] = scale.astype(np.float32)
+        inputs = [x, s_name]
+        if bias is not None:
+            g.consts[b_name] = bias.astype(np.float32)
+            inputs.append(b_name)
+        fused = helper.make_node("LayerNormalization", inputs, [y], axis=-k, epsilon=float(eps))
+        _replace_pattern(g, pattern, fused)
+        g.value_info[s_name] = (onnx.TensorProto.FLOAT, norm)
+        if bias is not None:
+            g.value_info[b_name] = (onnx.TensorProto.FLOAT, norm)
+        changed = True
+    return changed
+
+
 # --- shapes ---------------------------------------------------------------------------
 
 def infer_shapes(g: Graph):
@@ -481,5 +708,7 @@ def optimize(g: Graph, available: set[tuple[str, str]]) -> Graph:
     while fold_affine(g):
         pass
     fuse_activations(g, available)
+    for fuse in (fuse_silu, fuse_gelu, fuse_layernorm):
+        fuse(g, available)
     check_static(g)
     return g
