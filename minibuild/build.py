@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import codegen, domains, platforms, resources, toolchain
+from . import codegen, domains, dtypes, platforms, resources, toolchain
 from .errors import BuildError
 from .fsutil import write_if_changed
 from .manifest import Manifest
@@ -29,6 +29,22 @@ class TargetBuild:
     link_map: Path | None = None  # the linker map the link step wrote beside the library, if it writes one
 
 
+def kernel_defines(op: str, k) -> list[str]:
+    """What one (op, signature) object is compiled with. A one-type kernel with its own
+    symbols sees MRT_OP_<op> and MRT_TYPE_<type>; a type-family kernel (registry
+    `type_constraints` form) also sees, per constraint i, MRT_T<i> (its C type),
+    MRT_T<i>_DTYPE (its mrt_dtype) and MRT_T<i>_IS_<type>, and MRT_KERNEL(stem)
+    names its symbols stem__<types> (runtime/mrt_kernel.h)."""
+    out = [f"MRT_OP_{op}=1"]
+    if not k.family:
+        return out + [f"MRT_TYPE_{k.types[0]}=1"]
+    out.append(f"MRT_KERNEL_SUFFIX=__{k.suffix}")
+    for i, t in enumerate(k.types):
+        d = dtypes.get(t)
+        out += [f"MRT_T{i}={d.c_type}", f"MRT_T{i}_DTYPE={d.enum}", f"MRT_T{i}_IS_{t}=1"]
+    return out
+
+
 def _object_list(target: Target, registry: Registry, manifest: Manifest, gen: Path) -> list[dict]:
     src = resources.path("kernels_src")
     objs = []
@@ -36,13 +52,14 @@ def _object_list(target: Target, registry: Registry, manifest: Manifest, gen: Pa
         objs.append({"source": str(src / rel), "target": f"obj/{rel[:-2]}.o", "speed": False,
                      "defines": [], "label": rel, "role": ["runtime", Path(rel).stem]})
     support = set()
-    for domain, op, dtype in manifest.kernels():
+    for domain, op, sig in manifest.kernels():
         e = registry.get(domain, op)
+        k = e.kernels[sig]
         support.update(e.requires)
         stem = domains.qualified(domain, op)
-        objs.append({"source": str(src / e.source), "target": f"obj/kernels/{stem}__{dtype}.o", "speed": e.speed,
-                     "defines": [f"MRT_OP_{op}=1", f"MRT_TYPE_{dtype}=1"], "label": f"{op} {dtype}",
-                     "role": ["kernel", f"{domain}.{op}", dtype]})
+        objs.append({"source": str(src / e.source), "target": f"obj/kernels/{stem}__{k.suffix}.o", "speed": e.speed,
+                     "defines": kernel_defines(op, k), "label": f"{op} {sig}",
+                     "role": ["kernel", f"{domain}.{op}", sig]})
     for name in sorted(support):
         u = registry.support[name]
         objs.append({"source": str(src / u.source), "target": f"obj/support/{name}.o", "speed": u.speed,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import jinja2
 
-from . import domains, resources
+from . import domains, dtypes, resources
 from .fsutil import write_if_changed
 from .manifest import Manifest
-from .registry import DTYPES, Registry
+from .registry import Registry, signature_key
 
 
 @dataclass(frozen=True)
@@ -19,20 +19,19 @@ class Row:
     op: str
     since_min: int
     since_max: int
-    dtype: str
-    dtype_value: int
+    signature: str      # "float32" / "float32,int64"
+    types_key: int      # the runtime's packed form (registry.signature_key)
     prepare: str
     run: str
 
 
 def rows(registry: Registry, manifest: Manifest) -> list[Row]:
     out = []
-    for domain, op, dtype in manifest.kernels():
+    for domain, op, sig in manifest.kernels():
         e = registry.get(domain, op)
-        k = e.kernels[dtype]
-        out.append(Row(domains.proto(domain), op, e.since_min, e.since_max,
-                       dtype, DTYPES[dtype][0], k.prepare, k.run))
-    return sorted(out, key=lambda r: (r.domain, r.op, r.since_min, r.dtype_value))
+        k = e.kernels[sig]
+        out.append(Row(domains.proto(domain), op, e.since_min, e.since_max, sig, signature_key(k.types), k.prepare, k.run))
+    return sorted(out, key=lambda r: (r.domain, r.op, r.since_min, r.types_key))
 
 
 def _env() -> jinja2.Environment:
@@ -54,7 +53,8 @@ def render(registry: Registry, manifest: Manifest, gen_dir: Path, messages: bool
     table = rows(registry, manifest)
     used = [registry.get(domains.canonical(r.domain), r.op).path.name for r in table]
     registry_c = env.get_template("registry.c.j2").render(
-        banner=_banner("registry.c.j2", registry, used), rows=table, manifest_hash=manifest.hash)
+        banner=_banner("registry.c.j2", registry, used), rows=table, manifest_hash=manifest.hash,
+        dtypes=dtypes.TABLE)
     config_h = env.get_template("config.h.j2").render(
         banner=_banner("config.h.j2", registry, []), messages=messages)
     gen_dir = Path(gen_dir)

@@ -13,7 +13,7 @@ from onnx import AttributeProto, helper
 from . import domains
 from .errors import ModelError
 from .optimize import Graph
-from .registry import DTYPES
+from .registry import DTYPES, signature_key
 from .scan import NodeNeed
 
 MAGIC = b"MRTM"
@@ -144,6 +144,12 @@ def _attr_record(a, strings: _Strings, data: _Data, where: str):
                      "cannot be stored in a minirt model; it must be folded away at build time")
 
 
+def _types_key(types: tuple[str, ...]) -> int:
+    """The node's type signature as the runtime matches it (0 when a type has no
+    minirt value: select has already refused such a node)."""
+    return signature_key(types) if all(t in DTYPES for t in types) else 0
+
+
 def convert(g: Graph, node_needs: list[NodeNeed]) -> bytes:
     if len(node_needs) != len(g.nodes):
         raise ValueError("node_needs must match the graph's nodes")
@@ -200,7 +206,7 @@ def convert(g: Graph, node_needs: list[NodeNeed]) -> bytes:
             n_attrs += 1
         nodes += NODE.pack(
             strings.add(node.op_type), strings.add(domains.proto(node.domain)),
-            strings.add(node.name), need.opset, DTYPES[need.dtype][0] if need.dtype in DTYPES else 0,
+            strings.add(node.name), need.opset, _types_key(need.types),
             ins_first, len(node.input), outs_first, len([o for o in node.output if o]),
             first_attr, len(node.attribute), 0,
         )

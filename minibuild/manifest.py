@@ -1,5 +1,6 @@
-"""The manifest: the union of (domain, op, opset, element type) the optimised models
-need, with which model and node asked for each. Written as YAML (ours) and in
+"""The manifest: the union of (domain, op, opset, type signature) the optimised models
+need, with which model and node asked for each. A type signature holds one element
+type per type constraint of the kernel (Gather: T and Tind; Cast: T1 -> T2). Written as YAML (ours) and in
 onnxruntime's required_operators_and_types.config format (interop)."""
 
 from __future__ import annotations
@@ -25,13 +26,30 @@ class Entry:
     domain: str
     op: str
     opset: int
-    type_constraint: str
-    dtypes: list[str]
+    type_constraint: str        # the constraint names, comma-joined ("T", "T,Tind")
+    signatures: list[str]       # the signatures used, each "float32" / "float32,int64"
     used_by: list[tuple[str, str]] = field(default_factory=list)  # (model, node)
+    where: list[tuple[str, int]] | None = None  # where each constraint's type is read (for onnxruntime's format)
 
     @property
     def key(self):
         return (self.domain, self.op, self.opset)
+
+    @property
+    def dtypes(self) -> list[str]:
+        return self.signatures
+
+    @property
+    def constraints(self) -> list[str]:
+        return self.type_constraint.split(",")
+
+    def types_by_constraint(self) -> dict[str, list[str]]:
+        """Each constraint's element types over every signature used."""
+        out = {c: set() for c in self.constraints}
+        for sig in self.signatures:
+            for c, t in zip(self.constraints, sig.split(",")):
+                out[c].add(t)
+        return {c: sorted(ts) for c, ts in out.items()}
 
 
 @dataclass
@@ -43,14 +61,14 @@ class Manifest:
     def hash(self) -> str:
         """Ties a binary to the model set: the op/type entries and every model's bytes."""
         canon = {
-            "ops": [[e.domain, e.op, e.opset, e.type_constraint, e.dtypes] for e in self.entries],
+            "ops": [[e.domain, e.op, e.opset, e.type_constraint, e.signatures] for e in self.entries],
             "models": [[m["name"], m["sha256"]] for m in self.models],
         }
         return hashlib.sha256(json.dumps(canon, sort_keys=True).encode()).hexdigest()
 
     def kernels(self) -> list[tuple[str, str, str]]:
-        """Sorted unique (domain, op, dtype) the build must compile."""
-        return sorted({(e.domain, e.op, t) for e in self.entries for t in e.dtypes})
+        """Sorted unique (domain, op, signature) the build must compile."""
+        return sorted({(e.domain, e.op, t) for e in self.entries for t in e.signatures})
 
     def to_yaml(self) -> str:
         doc = {
@@ -61,7 +79,8 @@ class Manifest:
             "operators": [
                 {
                     "domain": e.domain, "op": e.op, "opset": e.opset,
-                    "types": {e.type_constraint: e.dtypes},
+                    "types": e.types_by_constraint(),
+                    "signatures": [dict(zip(e.constraints, sig.split(","))) for sig in e.signatures],
                     "used_by": [{"model": m, "node": n} for m, n in e.used_by],
                 }
                 for e in self.entries
@@ -81,8 +100,7 @@ class Manifest:
         for (domain, opset), entries in sorted(groups.items()):
             parts = []
             for e in sorted(entries, key=lambda e: e.op):
-                types = sorted(DTYPES[t][1] for t in e.dtypes if t in DTYPES)
-                parts.append(e.op + (json.dumps({"inputs": {"0": types}}) if types else ""))
+                parts.append(e.op + _ort_types(e.where, e))
             lines.append(f"{domain};{opset};{','.join(parts)}")
         return "\n".join(lines) + "\n"
 
@@ -95,22 +113,35 @@ class Manifest:
         return [a, b]
 
 
+def _ort_types(where: list[tuple[str, int]] | None, e: Entry) -> str:
+    """onnxruntime's per-op type lists: {"inputs": {"N": [...]}, "outputs": {"N": [...]}}
+    with each type constraint listed at the input or output it is read from."""
+    doc = {}
+    by_constraint = e.types_by_constraint()
+    for (kind, idx), c in zip(where or [("input", 0)] * len(e.constraints), e.constraints):
+        types = sorted({DTYPES[t][1] for t in by_constraint[c] if t in DTYPES})
+        if types:
+            doc.setdefault(f"{kind}s", {}).setdefault(str(idx), sorted(set(doc.get(f"{kind}s", {}).get(str(idx), [])) | set(types)))
+    return json.dumps(doc, sort_keys=True) if doc else ""
+
+
 def build(models: list[ScannedModel], all_needs: list[NodeNeed]) -> Manifest:
     by_key: dict[tuple, Entry] = {}
     for n in all_needs:
         key = (n.domain, n.op, n.opset)
         e = by_key.get(key)
         if e is None:
-            e = by_key[key] = Entry(n.domain, n.op, n.opset, n.type_constraint, [])
-        if n.dtype not in e.dtypes:
-            e.dtypes.append(n.dtype)
+            e = by_key[key] = Entry(n.domain, n.op, n.opset, n.type_constraint, [], where=list(n.where) or None)
+        if n.signature not in e.signatures:
+            e.signatures.append(n.signature)
         e.used_by.append((n.model, n.node))
     entries = sorted(by_key.values(), key=lambda e: e.key)
     for e in entries:
-        e.dtypes.sort()
+        e.signatures.sort()
     infos = [
         {"name": m.name, "file": m.path.name, "sha256": m.sha256,
-         "opsets": {domains.canonical(d): v for d, v in sorted(m.graph.opsets.items())}}
+         "opsets": {domains.canonical(d): v for d, v in sorted(m.graph.opsets.items())},
+         "rewrites": list(m.graph.log)}
         for m in models
     ]
     return Manifest(models=infos, entries=entries)
@@ -121,7 +152,7 @@ def select(registry: Registry, models: list[ScannedModel], all_needs: list[NodeN
     missing = []
     graphs = {m.name: m.graph for m in models}
     for n in all_needs:
-        where = f"model {n.model}, node '{n.node}': {n.domain}.{n.op} opset {n.opset} type {n.dtype}"
+        where = f"model {n.model}, node '{n.node}': {n.domain}.{n.op} opset {n.opset} {n.types_label}"
         entry = registry.get(n.domain, n.op)
         if entry is None:
             missing.append(f"{where}: no operator {n.op} in ops_registry/")
@@ -130,8 +161,11 @@ def select(registry: Registry, models: list[ScannedModel], all_needs: list[NodeN
             missing.append(f"{where}: kernel serves opsets {entry.since_min}..{entry.since_max}; "
                            "convert the model to a served opset (onnx.version_converter) or extend the kernel")
             continue
-        if n.dtype not in entry.kernels:
-            missing.append(f"{where}: kernel serves types {sorted(entry.kernels)} only")
+        if n.signature not in entry.kernels:
+            served = sorted(entry.kernels)
+            what = "types" if len(entry.constraints) == 1 else f"signatures ({entry.type_constraint})"
+            missing.append(f"{where}: kernel serves {what} {', '.join(served)} only; "
+                           f"add the signature to {entry.path.name} (and instantiate it in {entry.source}) or cast the model")
             continue
         g = graphs[n.model]
         node = next(x for x in g.nodes if x.name == n.node)

@@ -2,39 +2,60 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from . import domains, resources
+from . import domains, dtypes, resources
 from .errors import RegistryError
 
-# Element type names used in the registry and manifest, with ONNX TensorProto
-# values and the names onnxruntime's reduced-build config uses.
-DTYPES = {
-    "float32": (1, "float"),
-    "uint8": (2, "uint8_t"),
-    "int8": (3, "int8_t"),
-    "int32": (6, "int32_t"),
-    "int64": (7, "int64_t"),
-    "bool": (9, "bool"),
-    "float16": (10, "MLFloat16"),
-}
-DTYPE_BY_ONNX = {v[0]: k for k, v in DTYPES.items()}
+# name -> (ONNX TensorProto value, onnxruntime config name), from the one table.
+DTYPES = {t.name: (t.onnx, t.ort) for t in dtypes.TABLE}
+DTYPE_BY_ONNX = {t.onnx: t.name for t in dtypes.TABLE}
 C_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DOMAINS = {domains.ONNX, domains.MINIBUILD}
 
-_OP_KEYS = {"op", "domain", "versions", "type_constraint", "type_from", "source", "speed",
-            "requires", "constant_inputs", "types", "attributes", "notes"}
+_OP_KEYS = {"op", "domain", "versions", "type_constraint", "type_from", "type_constraints", "symbols",
+            "signatures", "source", "speed", "requires", "constant_inputs", "types", "attributes", "notes"}
+
+
+def signature_name(types: tuple[str, ...]) -> str:
+    """("float32", "int64") -> "float32,int64": how manifests, reports and messages
+    spell a type signature (one element type per type constraint, in schema order)."""
+    return ",".join(types)
+
+
+def signature_key(types: tuple[str, ...]) -> int:
+    """The runtime's spelling: each constraint's ONNX type value in one byte,
+    constraint 0 lowest (a one-constraint signature is its element type's value)."""
+    key = 0
+    for i, t in enumerate(types):
+        key |= DTYPES[t][0] << (8 * i)
+    return key
 
 
 @dataclass(frozen=True)
 class Kernel:
-    dtype: str
+    types: tuple[str, ...]   # one element type per type constraint
     prepare: str
     run: str
+    family: bool = False     # True: one source instantiated per signature by the build (MRT_KERNEL())
+
+    @property
+    def signature(self) -> str:
+        return signature_name(self.types)
+
+    @property
+    def dtype(self) -> str:  # the signature, as object names and reports have always keyed kernels
+        return self.signature
+
+    @property
+    def suffix(self) -> str:
+        """Object-name and symbol suffix of this instantiation: float32_int64."""
+        return "_".join(self.types)
 
 
 @dataclass(frozen=True)
@@ -43,13 +64,12 @@ class OpEntry:
     domain: str
     since_min: int
     since_max: int
-    type_constraint: str
-    type_from: tuple[str, int]   # ("input" | "output", index)
+    constraints: tuple[tuple[str, tuple[str, int]], ...]   # (name, ("input" | "output", index)), schema order
     source: str
     speed: bool
     requires: tuple[str, ...]
     constant_inputs: tuple[int, ...]
-    kernels: dict[str, Kernel]
+    kernels: dict[str, Kernel]   # signature name -> kernel
     attributes: dict[str, object]  # name -> "any" or list of allowed values
     path: Path
 
@@ -57,8 +77,17 @@ class OpEntry:
     def key(self) -> tuple[str, str]:
         return (self.domain, self.op)
 
-    def serves(self, since_version: int, dtype: str) -> bool:
-        return self.since_min <= since_version <= self.since_max and dtype in self.kernels
+    @property
+    def type_constraint(self) -> str:
+        """The constraint names, comma-joined ("T", "T,Tind")."""
+        return ",".join(name for name, _ in self.constraints)
+
+    @property
+    def type_from(self) -> tuple[str, int]:
+        return self.constraints[0][1]
+
+    def serves(self, since_version: int, signature: str) -> bool:
+        return self.since_min <= since_version <= self.since_max and signature in self.kernels
 
 
 @dataclass(frozen=True)
@@ -96,7 +125,7 @@ def _load_op(path: Path, kernels_root: Path) -> OpEntry:
     unknown = set(d) - _OP_KEYS
     if unknown:
         _fail(path, f"unknown keys {sorted(unknown)}; allowed: {sorted(_OP_KEYS)}")
-    for key in ("op", "domain", "versions", "type_constraint", "type_from", "source", "types"):
+    for key in ("op", "domain", "versions", "source"):
         if key not in d:
             _fail(path, f"missing required key '{key}'")
     if d["domain"] not in DOMAINS:
@@ -104,24 +133,13 @@ def _load_op(path: Path, kernels_root: Path) -> OpEntry:
     v = d["versions"]
     if not (isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and x >= 1 for x in v) and v[0] <= v[1]):
         _fail(path, "versions must be [min, max] since_versions, 1 <= min <= max")
-    m = re.fullmatch(r"(input|output) (\d+)", str(d["type_from"]))
-    if not m:
-        _fail(path, "type_from must be 'input N' or 'output N'")
     src = kernels_root / d["source"]
     if not src.is_file():
         _fail(path, f"source {d['source']} does not exist under kernels_src/")
-    kernels = {}
-    if not isinstance(d["types"], dict) or not d["types"]:
-        _fail(path, "types must map element types to {prepare, run}")
-    for dtype, syms in d["types"].items():
-        if dtype not in DTYPES:
-            _fail(path, f"unknown element type '{dtype}'; known: {sorted(DTYPES)}")
-        if not isinstance(syms, dict) or set(syms) != {"prepare", "run"}:
-            _fail(path, f"types.{dtype} must have exactly 'prepare' and 'run'")
-        for s in syms.values():
-            if not C_IDENT.match(str(s)):
-                _fail(path, f"types.{dtype}: '{s}' is not a C identifier")
-        kernels[dtype] = Kernel(dtype, syms["prepare"], syms["run"])
+    if "type_constraints" in d:
+        constraints, kernels = _typed_kernels(path, d)
+    else:
+        constraints, kernels = _single_type_kernels(path, d)
     attrs = d.get("attributes") or {}
     if not isinstance(attrs, dict):
         _fail(path, "attributes must be a mapping")
@@ -133,11 +151,92 @@ def _load_op(path: Path, kernels_root: Path) -> OpEntry:
         _fail(path, "constant_inputs must be a list of input indices")
     return OpEntry(
         op=d["op"], domain=d["domain"], since_min=v[0], since_max=v[1],
-        type_constraint=str(d["type_constraint"]), type_from=(m.group(1), int(m.group(2))),
-        source=d["source"], speed=bool(d.get("speed", False)),
+        constraints=constraints, source=d["source"], speed=bool(d.get("speed", False)),
         requires=tuple(d.get("requires") or ()), constant_inputs=tuple(ci),
         kernels=kernels, attributes=attrs, path=path,
     )
+
+
+def _where(path: Path, name: str, value) -> tuple[str, int]:
+    m = re.fullmatch(r"(input|output) (\d+)", str(value))
+    if not m:
+        _fail(path, f"type constraint {name}: where its type is read must be 'input N' or 'output N', not {value!r}")
+    return (m.group(1), int(m.group(2)))
+
+
+def _check_type(path: Path, where: str, dtype) -> str:
+    if dtype not in DTYPES:
+        _fail(path, f"{where}: unknown element type '{dtype}'; known: {sorted(DTYPES)} (minibuild/dtypes.py)")
+    return dtype
+
+
+def _single_type_kernels(path: Path, d: dict):
+    """The one-constraint form: `type_constraint: T`, `type_from: input 0`, and per
+    element type the kernel's own symbols (`types: {float32: {prepare, run}}`)."""
+    for key in ("type_constraint", "type_from"):
+        if key not in d:
+            _fail(path, f"missing required key '{key}' (or give 'type_constraints' with 'symbols')")
+    name = str(d["type_constraint"])
+    constraints = ((name, _where(path, name, d["type_from"])),)
+    if not isinstance(d.get("types"), dict) or not d["types"]:
+        _fail(path, "types must map element types to {prepare, run}")
+    kernels = {}
+    for dtype, syms in d["types"].items():
+        _check_type(path, "types", dtype)
+        if not isinstance(syms, dict) or set(syms) != {"prepare", "run"}:
+            _fail(path, f"types.{dtype} must have exactly 'prepare' and 'run'")
+        for s in syms.values():
+            if not C_IDENT.match(str(s)):
+                _fail(path, f"types.{dtype}: '{s}' is not a C identifier")
+        k = Kernel((dtype,), syms["prepare"], syms["run"])
+        kernels[k.signature] = k
+    return constraints, kernels
+
+
+def _typed_kernels(path: Path, d: dict):
+    """The type-family form: every type constraint of the op's schema with where its
+    element type is read, one pair of symbol stems, and the signatures served, either
+    as each constraint's types (every combination) or as an explicit list:
+
+        type_constraints: {T: input 0, Tind: input 1}
+        symbols: {prepare: mrt_gather_prepare, run: mrt_gather_run}
+        types: {T: [float32, int64], Tind: [int32, int64]}     # or
+        signatures: [[float32, int64], [int64, int64]]
+
+    Each signature compiles the source once, with MRT_T<i> the C type of constraint i
+    and MRT_KERNEL(stem) naming its symbols stem__<types> (runtime/mrt_kernel.h)."""
+    tc = d["type_constraints"]
+    if not isinstance(tc, dict) or not tc:
+        _fail(path, "type_constraints must map each constraint name to 'input N' or 'output N'")
+    if len(tc) > 4:
+        _fail(path, "at most 4 type constraints (the runtime packs a signature into 32 bits)")
+    if "type_constraint" in d or "type_from" in d:
+        _fail(path, "give either type_constraints (with symbols) or type_constraint + type_from, not both")
+    constraints = tuple((str(k), _where(path, k, v)) for k, v in tc.items())
+    names = [n for n, _ in constraints]
+    syms = d.get("symbols")
+    if not isinstance(syms, dict) or set(syms) != {"prepare", "run"} or not all(C_IDENT.match(str(s)) for s in syms.values()):
+        _fail(path, "symbols must be {prepare: <C identifier>, run: <C identifier>}: the stems of every instantiation")
+    if "signatures" in d:
+        sigs = d["signatures"]
+        if not isinstance(sigs, list) or not sigs or not all(isinstance(s, list) and len(s) == len(names) for s in sigs):
+            _fail(path, f"signatures must be a list of [{', '.join(names)}] type lists")
+        signatures = [tuple(_check_type(path, "signatures", t) for t in s) for s in sigs]
+    else:
+        types = d.get("types")
+        if not isinstance(types, dict) or set(types) != set(names):
+            _fail(path, f"types must list the element types of each constraint: {', '.join(names)}")
+        lists = [[_check_type(path, f"types.{n}", t) for t in (types[n] or [])] for n in names]
+        signatures = list(itertools.product(*lists))
+    kernels = {}
+    for sig in signatures:
+        k = Kernel(tuple(sig), f"{syms['prepare']}__{'_'.join(sig)}", f"{syms['run']}__{'_'.join(sig)}", family=True)
+        if k.signature in kernels:
+            _fail(path, f"signature {k.signature} is listed twice")
+        kernels[k.signature] = k
+    if not kernels:
+        _fail(path, "no type signature is served")
+    return constraints, kernels
 
 
 def load(root: Path | None = None) -> Registry:

@@ -109,6 +109,9 @@ def randomize_constant_weights(model: onnx.ModelProto, seed: int) -> tuple[onnx.
     model.graph.node.extend(keep_nodes)
     del model.graph.initializer[:]
     model.graph.initializer.extend(new_inits)
+    # Weights that were ConstantOfShape outputs are now initializers the graph does not
+    # list as inputs, which IR version 4 is the first to allow (onnx.checker holds to it).
+    model.ir_version = max(model.ir_version, 4)
     # Inputs that were only there to feed removed shape constants stay harmless.
     return model, len(replaced)
 
@@ -120,9 +123,16 @@ def expose_logits(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
     model = onnx.ModelProto.FromString(model.SerializeToString())
     outputs = {o.name for o in model.graph.output}
     added = []
+    inferred = None
     for n in model.graph.node:
         if n.op_type in ("Softmax", "LogSoftmax") and n.output[0] in outputs and n.input[0] not in outputs:
-            model.graph.output.append(helper.make_tensor_value_info(n.input[0], onnx.TensorProto.FLOAT, None))
+            if inferred is None:  # the logits' type and shape, so the model still passes onnx.checker
+                graph = onnx.shape_inference.infer_shapes(model).graph
+                inferred = {vi.name: vi for vi in list(graph.value_info) + list(graph.input)}
+            vi = inferred.get(n.input[0])
+            if vi is None or not vi.type.tensor_type.HasField("shape"):
+                continue
+            model.graph.output.append(vi)
             added.append(n.input[0])
     return model, added
 

@@ -38,14 +38,19 @@ typedef enum mrt_status {
 
 /* Element types. Values are ONNX's TensorProto.DataType values. */
 typedef enum mrt_dtype {
+/* BEGIN generated element types (from minibuild/dtypes.py by `python -m minibuild.dtypes`; do not edit) */
   MRT_DTYPE_UNDEFINED = 0,
   MRT_DTYPE_FLOAT32 = 1,
   MRT_DTYPE_UINT8 = 2,
   MRT_DTYPE_INT8 = 3,
+  MRT_DTYPE_UINT16 = 4,
+  MRT_DTYPE_INT16 = 5,
   MRT_DTYPE_INT32 = 6,
   MRT_DTYPE_INT64 = 7,
   MRT_DTYPE_BOOL = 9,
   MRT_DTYPE_FLOAT16 = 10,
+  MRT_DTYPE_FLOAT64 = 11,
+/* END generated element types */
 } mrt_dtype;
 
 #define MRT_MAX_DIMS 6

@@ -13,8 +13,10 @@
 #define MRT_INTERNAL_H
 
 #include <stdarg.h>
+#include <stdio.h>
 
 #include "mrt_kernel.h"
+#include "config.h" /* generated: MRT_ENABLE_MESSAGES */
 
 #define MRT_MAGIC "MRTM"
 #define MRT_FORMAT_MAJOR 1
@@ -58,8 +60,19 @@ mrt_status mrt_model_load(struct mrt_session *s);
 /* status.c (mrt_status_string is public, in minirt.h). */
 size_t mrt_dtype_size(uint32_t dtype);     /* 0 for an unknown dtype */
 const char *mrt_dtype_name(uint32_t dtype);
-/* vsnprintf into dst, or an empty string when messages are compiled out. */
-void mrt_vformat(char *dst, size_t size, const char *fmt, va_list ap);
+/* A kernel type signature (mrt_node.types) as "float32" / "float32,int64", into buf. */
+const char *mrt_types_name(uint32_t types, char *buf, size_t size);
+/* vsnprintf into dst, or an empty string when messages are compiled out
+ * (the format strings then stay out of the binary too). Inline: two callers,
+ * mrt_session_fail and mrt_ctx_error, and smaller than a call on ARM. */
+static inline void mrt_vformat(char *dst, size_t size, const char *fmt, va_list ap) {
+#if MRT_ENABLE_MESSAGES
+  vsnprintf(dst, size, fmt, ap);
+#else
+  (void)fmt; (void)ap;
+  if (size) dst[0] = 0;
+#endif
+}
 /* Records a printf-like message as the session's last error; returns status. */
 mrt_status mrt_session_fail(struct mrt_session *s, mrt_status status, const char *fmt, ...);
 

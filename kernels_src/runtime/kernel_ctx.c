@@ -2,11 +2,9 @@
  * memory, scratch requests, error messages naming the node, and the common
  * arity / dtype checks. Kernels call into it; it calls only status.c. */
 #include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "internal.h"
-#include "config.h" /* generated: MRT_ENABLE_MESSAGES */
 
 void *mrt_ctx_alloc(mrt_ctx *ctx, size_t size) {
   struct mrt_session *s = ctx->session;
@@ -33,9 +31,10 @@ mrt_status mrt_ctx_error(mrt_ctx *ctx, const mrt_node *node, mrt_status status, 
   struct mrt_session *s = ctx->session;
   size_t n = 0;
 #if MRT_ENABLE_MESSAGES
+  char types[64];
   n = (size_t)snprintf(s->error, sizeof s->error, "node '%s' (%s%s%s opset %u, %s): ", node->name,
                        node->domain, node->domain[0] ? "." : "", node->op, node->opset,
-                       mrt_dtype_name(node->dtype));
+                       mrt_types_name(node->types, types, sizeof types));
   if (n >= sizeof s->error) n = sizeof s->error - 1;
 #else
   (void)node;

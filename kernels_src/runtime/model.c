@@ -268,7 +268,7 @@ mrt_status mrt_model_load(struct mrt_session *s) {
       if (n->outputs[k]->is_constant)
         return mrt_session_fail(s, MRT_STATUS_INVALID_MODEL, "node '%s' (%s) writes into constant '%s'", n->name, n->op, n->outputs[k]->name);
     }
-    n->dtype = (mrt_dtype)rd32(rec + 16);
+    n->types = rd32(rec + 16);
   }
   return check_order(s);
 }

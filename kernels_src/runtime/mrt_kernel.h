@@ -75,6 +75,16 @@ float fabsf(float x);
 #define MRT_PREPARE_CODE
 #endif
 
+/* Type-family kernels (registry `type_constraints` form): one source, compiled once
+ * per type signature the manifest selected. The build defines, per constraint i,
+ * MRT_T<i> (its C type), MRT_T<i>_DTYPE (its mrt_dtype) and MRT_T<i>_IS_<type>, and
+ * MRT_KERNEL_SUFFIX; MRT_KERNEL(stem) is then the symbol the generated table names:
+ *   mrt_status MRT_KERNEL(mrt_gather_prepare)(mrt_node *node, mrt_ctx *ctx)
+ * compiles to mrt_gather_prepare__float32_int64 for signature (float32, int64). */
+#define MRT_CAT_(a, b) a##b
+#define MRT_CAT(a, b) MRT_CAT_(a, b)
+#define MRT_KERNEL(stem) MRT_CAT(stem, MRT_KERNEL_SUFFIX)
+
 /* Attribute types (ONNX AttributeProto.AttributeType values). */
 typedef enum mrt_attr_type {
   MRT_ATTR_FLOAT = 1,
@@ -110,7 +120,8 @@ typedef struct mrt_node {
   const char *domain;  /* "" for ai.onnx */
   const char *name;
   uint32_t opset;      /* the operator's since_version the model was converted for */
-  mrt_dtype dtype;     /* element type of the kernel's type constraint */
+  uint32_t types;      /* type signature: the mrt_dtype of each type constraint of the
+                          kernel, a byte each, constraint 0 lowest (one constraint: its dtype) */
   uint32_t n_inputs;
   uint32_t n_outputs;
   uint32_t n_attrs;
@@ -140,7 +151,7 @@ typedef struct mrt_kernel {
   const char *op;
   uint16_t since_min;  /* accepted operator since_versions, inclusive */
   uint16_t since_max;
-  uint32_t dtype;      /* element type of the type constraint the kernel is specialised for */
+  uint32_t types;      /* the type signature it serves, packed as mrt_node.types */
   mrt_prepare_fn prepare;
   mrt_run_fn run;
 } mrt_kernel;

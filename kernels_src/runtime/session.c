@@ -12,7 +12,7 @@
 static const mrt_kernel *find_kernel(const mrt_node *n) {
   for (size_t i = 0; i < mrt_kernel_count; i++) {
     const mrt_kernel *k = &mrt_kernels[i];
-    if (k->dtype == (uint32_t)n->dtype && n->opset >= k->since_min && n->opset <= k->since_max &&
+    if (k->types == n->types && n->opset >= k->since_min && n->opset <= k->since_max &&
         strcmp(k->op, n->op) == 0 && strcmp(k->domain, n->domain) == 0)
       return k;
   }
@@ -41,11 +41,14 @@ static mrt_status session_init(struct mrt_session *s) {
   for (uint32_t i = 0; i < s->n_nodes; i++) {
     mrt_node *n = &s->nodes[i];
     n->kernel = find_kernel(n);
-    if (!n->kernel)
+    if (!n->kernel) {
+      char types[64];
       return mrt_session_fail(s, MRT_STATUS_UNSUPPORTED,
                               "node '%s': this build has no kernel for %s%s%s opset %u type %s; "
                               "rebuild the runtime with minibuild including the model that uses it",
-                              n->name, n->domain, n->domain[0] ? "." : "", n->op, n->opset, mrt_dtype_name(n->dtype));
+                              n->name, n->domain, n->domain[0] ? "." : "", n->op, n->opset,
+                              mrt_types_name(n->types, types, sizeof types));
+    }
     st = n->kernel->prepare(n, &ctx);
     if (st) return st;
   }

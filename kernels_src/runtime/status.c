@@ -2,17 +2,22 @@
  * core. model.c, session.c and kernel_ctx.c call down into it; it calls
  * nothing of theirs (see internal.h for the whole graph). */
 #include <stdarg.h>
-#include <stdio.h>
 
 #include "internal.h"
-#include "config.h" /* generated: MRT_ENABLE_MESSAGES */
 
+/* BEGIN generated element types (from minibuild/dtypes.py by `python -m minibuild.dtypes`; do not edit) */
 size_t mrt_dtype_size(uint32_t dtype) {
   switch (dtype) {
-    case MRT_DTYPE_FLOAT32: case MRT_DTYPE_INT32: return 4;
-    case MRT_DTYPE_UINT8: case MRT_DTYPE_INT8: case MRT_DTYPE_BOOL: return 1;
+    case MRT_DTYPE_FLOAT32: return 4;
+    case MRT_DTYPE_UINT8: return 1;
+    case MRT_DTYPE_INT8: return 1;
+    case MRT_DTYPE_UINT16: return 2;
+    case MRT_DTYPE_INT16: return 2;
+    case MRT_DTYPE_INT32: return 4;
     case MRT_DTYPE_INT64: return 8;
+    case MRT_DTYPE_BOOL: return 1;
     case MRT_DTYPE_FLOAT16: return 2;
+    case MRT_DTYPE_FLOAT64: return 8;
     default: return 0;
   }
 }
@@ -22,12 +27,33 @@ const char *mrt_dtype_name(uint32_t dtype) {
     case MRT_DTYPE_FLOAT32: return "float32";
     case MRT_DTYPE_UINT8: return "uint8";
     case MRT_DTYPE_INT8: return "int8";
+    case MRT_DTYPE_UINT16: return "uint16";
+    case MRT_DTYPE_INT16: return "int16";
     case MRT_DTYPE_INT32: return "int32";
     case MRT_DTYPE_INT64: return "int64";
     case MRT_DTYPE_BOOL: return "bool";
     case MRT_DTYPE_FLOAT16: return "float16";
+    case MRT_DTYPE_FLOAT64: return "float64";
     default: return "unknown";
   }
+}
+/* END generated element types */
+
+const char *mrt_types_name(uint32_t types, char *buf, size_t size) {
+  if (!size) return buf;
+  size_t n = 0;
+#if MRT_ENABLE_MESSAGES
+  for (int i = 0; i < 4; i++) {
+    const uint32_t dtype = (types >> (8 * i)) & 0xffu;
+    if (i > 0 && !dtype) break;
+    if (i > 0 && n + 1 < size) buf[n++] = ',';
+    for (const char *c = mrt_dtype_name(dtype); *c && n + 1 < size; c++) buf[n++] = *c;
+  }
+#else
+  (void)types;
+#endif
+  buf[n] = 0;
+  return buf;
 }
 
 const char *mrt_status_string(mrt_status status) {
@@ -40,17 +66,6 @@ const char *mrt_status_string(mrt_status status) {
     case MRT_STATUS_IO_ERROR: return "IO_ERROR";
   }
   return "UNKNOWN";
-}
-
-void mrt_vformat(char *dst, size_t size, const char *fmt, va_list ap) {
-#if MRT_ENABLE_MESSAGES
-  vsnprintf(dst, size, fmt, ap);
-#else
-  /* Messages compiled out for the smallest builds: keep the format string
-   * out of the binary too, only the status remains. */
-  (void)fmt; (void)ap;
-  if (size) dst[0] = 0;
-#endif
 }
 
 mrt_status mrt_session_fail(struct mrt_session *s, mrt_status status, const char *fmt, ...) {

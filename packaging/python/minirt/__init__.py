@@ -18,12 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ._dtypes import DTYPES
+
 __all__ = ["InferenceSession", "NodeArg", "MinirtError", "get_library_path", "version", "manifest_hash", "build_info"]
 
 _MAX_DIMS = 6
-_DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 6: np.int32, 7: np.int64, 9: np.bool_, 10: np.float16}
-_ORT_TYPE = {1: "tensor(float)", 2: "tensor(uint8)", 3: "tensor(int8)", 6: "tensor(int32)", 7: "tensor(int64)",
-             9: "tensor(bool)", 10: "tensor(float16)"}
+_DTYPES = {value: np_type for value, (np_type, _) in DTYPES.items()}
+_ORT_TYPE = {value: ort_type for value, (_, ort_type) in DTYPES.items()}
 
 
 class MinirtError(RuntimeError):

@@ -5,15 +5,20 @@ package ai.minibuild.minirt;
  * {@code TensorProto.DataType} values, as in minirt's C API.
  */
 public enum DataType {
+// BEGIN generated element types (from minibuild/dtypes.py by `python -m minibuild.dtypes`; do not edit)
     /** A type this version of the Java API does not know. */
     UNKNOWN(0, 0),
     FLOAT32(1, 4),
     UINT8(2, 1),
     INT8(3, 1),
+    UINT16(4, 2),
+    INT16(5, 2),
     INT32(6, 4),
     INT64(7, 8),
     BOOL(9, 1),
-    FLOAT16(10, 2);
+    FLOAT16(10, 2),
+    FLOAT64(11, 8);
+// END generated element types
 
     private final int code;
     private final int size;
