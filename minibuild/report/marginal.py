@@ -81,13 +81,15 @@ class Marginal:
                 for name in graph.imports.get(node, ()):
                     users[name].add(node)
             imports = sorted(n for n in costs.imports if users.get(n) and users[n] <= lost)
+            strings = graph.strings_lost(lost, removed)
         else:
             imports = sorted(n for n, who in costs.importers.items() if who and set(who) <= removed)
+            strings = 0
         parts = {
             "kernels": sum(self.comps[k].bytes for k in kernels),
             "support": support,
             "runtime": runtime,
-            "constants": sum(c.bytes for c in self.shared if set(c.objects) <= removed),
+            "constants": sum(c.bytes for c in self.shared if set(c.objects) <= removed) + strings,
             "padding": sum(self.att.ledger.padding_of.get(r, 0) for r in removed),
             "registry": round(len(kernels) * costs.registry_row) + sum(costs.op_names.get(op, 0) for op in gone),
             "imports": sum(costs.imports[n] for n in imports),

@@ -22,6 +22,10 @@ class SectionGraph:
         self.edges: dict[Node, set[Node]] = defaultdict(set)
         self.imports: dict[Node, set[str]] = defaultdict(set)   # section -> symbols it takes from other libraries
         self.roots: set[Node] = set()
+        # Merged strings: lld keeps each string of a SHF_MERGE section only if a live
+        # section refers to it, so a string goes when all the sections using it go.
+        self.strings: dict[Node, set[bytes]] = defaultdict(set)    # section -> strings it refers to
+        self.holders: dict[bytes, set[str]] = defaultdict(set)     # string -> objects that carry it
         self._full: set[Node] | None = None
 
     def reach(self, without: set[str] = frozenset()) -> set[Node]:
@@ -41,9 +45,28 @@ class SectionGraph:
             self._full = self.reach()
         return self._full
 
+    def strings_lost(self, lost: set[Node], without: set[str]) -> int:
+        """Bytes of merged strings that only lost sections used, except those the
+        objects `without` carry (counted with those objects)."""
+        users: dict[bytes, set[Node]] = defaultdict(set)
+        for n in self.full():
+            for st in self.strings.get(n, ()):
+                users[st].add(n)
+        return sum(len(st) for st, who in users.items()
+                   if who <= lost and not (self.holders.get(st, set()) & without))
+
     def lost(self, without: set[str]) -> set[Node]:
         """Sections reachable now that would not be without those objects (theirs included)."""
         return self.full() - self.reach(without)
+
+
+def _string_at(pool: bytes, addend: int) -> bytes | None:
+    """The string a relocation points at; x86's PC-relative forms are biased by -4."""
+    for off in (addend, addend + 4):
+        if 0 <= off < len(pool) and (off == 0 or pool[off - 1] == 0):
+            end = pool.find(b"\0", off)
+            return pool[off:end + 1] if end >= 0 else None
+    return None
 
 
 def build(objects: dict[str, Path], kept: list[tuple[str, str, int]], exported: set[str]) -> SectionGraph | None:
@@ -64,13 +87,20 @@ def build(objects: dict[str, Path], kept: list[tuple[str, str, int]], exported: 
             return None
         elf = ELFFile(io.BytesIO(data))
         names = {i: s.name for i, s in enumerate(elf.iter_sections())}
-        parsed[obj] = (elf, names)
+        pools = {}
+        for i, sec in enumerate(elf.iter_sections()):
+            if sec["sh_flags"] & 0x30 == 0x30 and sec["sh_type"] == "SHT_PROGBITS":  # SHF_MERGE | SHF_STRINGS
+                blob = sec.data()
+                pools[i] = blob
+                for piece in blob.split(b"\0")[:-1]:
+                    g.holders[piece + b"\0"].add(obj)
+        parsed[obj] = (elf, names, pools)
         symtab = elf.get_section_by_name(".symtab")
         for sym in symtab.iter_symbols() if symtab is not None else ():
             shndx = sym["st_shndx"]
             if sym.name and isinstance(shndx, int) and shndx and sym["st_info"]["bind"] != "STB_LOCAL":
                 defs.setdefault(sym.name, (obj, names[shndx]))
-    for obj, (elf, names) in parsed.items():
+    for obj, (elf, names, pools) in parsed.items():
         for rsec in elf.iter_sections():
             if rsec["sh_type"] not in ("SHT_RELA", "SHT_REL") or rsec["sh_info"] not in names:
                 continue
@@ -79,6 +109,11 @@ def build(objects: dict[str, Path], kept: list[tuple[str, str, int]], exported: 
             for r in rsec.iter_relocations():
                 sym = symtab.get_symbol(r["r_info_sym"])
                 shndx = sym["st_shndx"]
+                if isinstance(shndx, int) and shndx in pools:
+                    got = _string_at(pools[shndx], sym["st_value"] + r.entry.get("r_addend", 0))
+                    if got:
+                        g.strings[src].add(got)
+                    continue
                 if isinstance(shndx, int) and shndx:
                     dst = (obj, names[shndx])
                 elif sym.name in defs:
