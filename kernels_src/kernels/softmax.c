@@ -22,6 +22,8 @@
 
 typedef struct sm_params {
   size_t outer, n, inner;
+  mrt_vexp_sum_fn exp_sum; /* vmath.h's exp loops for this CPU */
+  mrt_vmap_fn exp;
 } sm_params;
 
 MRT_PREPARE_CODE
@@ -51,53 +53,34 @@ mrt_status PREPARE(mrt_node *node, mrt_ctx *ctx) {
     p->n = (size_t)x->dims[a];
     p->inner = mrt_prod(x->dims, (uint32_t)a + 1, x->ndim);
   }
+  p->exp_sum = MRT_VSELECT(mrt_vexp_shift_sum);
+  p->exp = MRT_VSELECT(mrt_vmap_exp);
   if (p->inner > 1) mrt_ctx_request_scratch(ctx, 2 * p->inner * sizeof(float));
   node->params = p;
   return MRT_STATUS_OK;
 }
 
 /* One softmax over n contiguous values; max-subtracted so exp never overflows. */
-static void sm_contig(size_t n, const float *restrict x, float *restrict y) {
+static void sm_contig(const sm_params *p, size_t n, const float *restrict x, float *restrict y) {
   mrt_vf8 vm = MRT_VSPLAT(-__builtin_inff());
   size_t i = 0;
   for (; i + MRT_VL <= n; i += MRT_VL) vm = MRT_VMAX(vm, mrt_vload(x + i));
   float m = mrt_vhmax(vm);
   for (; i < n; i++) m = x[i] > m ? x[i] : m;
-  mrt_vf8 acc = MRT_VSPLAT(0.0f);
-  float sum = 0.0f;
-  for (i = 0; i + MRT_VL <= n; i += MRT_VL) {
-    const mrt_vf8 e = mrt_vexp(mrt_vload(x + i) - m);
-#if !IS_LOG
-    mrt_vstore(y + i, e);
-#endif
-    acc += e;
-  }
-  if (i < n) {
-    float t[MRT_VL] = {0};
-    memcpy(t, x + i, (n - i) * sizeof(float));
-    const mrt_vf8 e = mrt_vexp(mrt_vload(t) - m);
-    for (size_t j = 0; j < n - i; j++) {
-      sum += e[j];
-#if !IS_LOG
-      y[i + j] = e[j];
-#endif
-    }
-  }
-  sum += mrt_vhsum(acc);
 #if IS_LOG
   /* (x - m) - log(sum), not x - (m + log(sum)): the latter rounds log(sum)
    * away when m is large. */
-  const float l = logf(sum);
+  const float l = logf(p->exp_sum(n, x, m, NULL));
   for (i = 0; i < n; i++) y[i] = (x[i] - m) - l;
 #else
-  const float r = 1.0f / sum;
+  const float r = 1.0f / p->exp_sum(n, x, m, y);
   for (i = 0; i < n; i++) y[i] *= r;
 #endif
 }
 
 /* Softmax along a non-innermost axis: n rows of `inner` values; every step is a
  * flat loop over a row, the running max and sum kept per column in scratch. */
-static void sm_strided(size_t n, size_t inner, const float *restrict x, float *restrict y,
+static void sm_strided(const sm_params *p, size_t n, size_t inner, const float *restrict x, float *restrict y,
                        float *restrict mx, float *restrict sum) {
   memcpy(mx, x, inner * sizeof(float));
   for (size_t i = 1; i < n; i++) {
@@ -109,7 +92,7 @@ static void sm_strided(size_t n, size_t inner, const float *restrict x, float *r
     const float *xr = x + i * inner;
     float *yr = y + i * inner;
     for (size_t j = 0; j < inner; j++) yr[j] = xr[j] - mx[j];
-    MRT_VMAP(inner, yr, yr, mrt_vexp);
+    p->exp(inner, yr, yr);
     for (size_t j = 0; j < inner; j++) sum[j] += yr[j];
   }
 #if IS_LOG
@@ -136,9 +119,9 @@ void RUN(const mrt_node *node, void *scratch) {
   if (p->n == 0) return;
   for (size_t o = 0; o < p->outer; o++, x += block, y += block) {
     if (p->inner == 1)
-      sm_contig(p->n, x, y);
+      sm_contig(p, p->n, x, y);
     else
-      sm_strided(p->n, p->inner, x, y, scratch, (float *)scratch + p->inner);
+      sm_strided(p, p->n, p->inner, x, y, scratch, (float *)scratch + p->inner);
   }
 }
 

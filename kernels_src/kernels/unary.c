@@ -117,51 +117,56 @@ RUN1(abs)
 PREPARE0(abs)
 #endif
 
-#if defined(MRT_OP_Erf)
+#if defined(MRT_OP_Erf) || defined(MRT_OP_Gelu)
 #include "vmath.h"
-void mrt_erf_f32(size_t n, const float *restrict x, float *restrict y) { MRT_VMAP(n, x, y, mrt_verf); }
-RUN1(erf)
-PREPARE0(erf)
+
+typedef struct vmap_params {
+  mrt_vmap_fn fn; /* the loop for this CPU (vmath.h) */
+} vmap_params;
+
+MRT_PREPARE_CODE
+static mrt_status vmap_prepare(mrt_node *node, mrt_ctx *ctx, mrt_vmap_fn fn) {
+  mrt_status st = un_check(node, ctx, 1);
+  if (st) return st;
+  vmap_params *p = mrt_ctx_alloc(ctx, sizeof *p);
+  if (!p) return mrt_ctx_error(ctx, node, MRT_STATUS_OUT_OF_MEMORY, "out of memory");
+  p->fn = fn;
+  node->params = p;
+  return MRT_STATUS_OK;
+}
+
+static void vmap_run(const mrt_node *node) {
+  const vmap_params *p = node->params;
+  p->fn(node->outputs[0]->count, node->inputs[0]->data, node->outputs[0]->data);
+}
+#endif
+
+#if defined(MRT_OP_Erf)
+MRT_PREPARE_CODE
+mrt_status mrt_erf_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
+  return vmap_prepare(node, ctx, MRT_VSELECT(mrt_vmap_erf));
+}
+
+void mrt_erf_run_f32(const mrt_node *node, void *scratch) {
+  MRT_UNUSED(scratch);
+  vmap_run(node);
+}
 #endif
 
 #if defined(MRT_OP_Gelu)
-#include "vmath.h"
-/* x * Phi(x) = x/2 * erfc(-x / sqrt 2), through erfc so that the negative half
- * keeps its relative accuracy (1 + erf(x / sqrt 2) cancels there). */
-static inline mrt_vf8 gelu_erf(mrt_vf8 x) {
-  const mrt_vf8 w = x * -0.70710678118654752f;
-  const mrt_vf8 e = mrt_verfc_pos(mrt_vabs(w));
-  return 0.5f * x * mrt_vsel(w < 0.0f, 2.0f - e, e);
-}
-/* The tanh form x/2 * (1 + tanh(u)) is x * sigmoid(2u) = x / (1 + exp(-2u)),
- * u = sqrt(2/pi) (x + 0.044715 x^3): no cancellation for negative x. */
-static inline mrt_vf8 gelu_tanh(mrt_vf8 x) {
-  const mrt_vf8 u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-  return x / (1.0f + mrt_vexp(-2.0f * u));
-}
-void mrt_gelu_f32(size_t n, const float *restrict x, float *restrict y, float a, float b) {
-  MRT_UNUSED(b);
-  if (a != 0.0f)
-    MRT_VMAP(n, x, y, gelu_tanh);
-  else
-    MRT_VMAP(n, x, y, gelu_erf);
-}
-RUN2(gelu)
-
-/* params: a = 1 for approximate="tanh", 0 for "none". */
+/* approximate="none" is x * Phi(x) through erfc, "tanh" x * sigmoid(2u): see vmath_impl.h. */
 MRT_PREPARE_CODE
 mrt_status mrt_gelu_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
-  mrt_status st = un_check(node, ctx, 1);
-  if (st) return st;
   const int is_tanh = mrt_attr_string_is(node, "approximate", "none", "tanh");
   if (!is_tanh && !mrt_attr_string_is(node, "approximate", "none", "none"))
     return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
                          "attribute approximate must be \"none\" or \"tanh\"");
-  un_params *p = mrt_ctx_alloc(ctx, sizeof *p);
-  if (!p) return mrt_ctx_error(ctx, node, MRT_STATUS_OUT_OF_MEMORY, "out of memory");
-  p->a = is_tanh ? 1.0f : 0.0f;
-  node->params = p;
-  return MRT_STATUS_OK;
+  return vmap_prepare(node, ctx, is_tanh ? MRT_VSELECT(mrt_vmap_gelu_tanh) : MRT_VSELECT(mrt_vmap_gelu));
+}
+
+void mrt_gelu_run_f32(const mrt_node *node, void *scratch) {
+  MRT_UNUSED(scratch);
+  vmap_run(node);
 }
 #endif
 

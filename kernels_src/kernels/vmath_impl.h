@@ -1,0 +1,166 @@
+/*
+ * The body of vmath.h, included once per instruction set: every function is
+ * named V(name) (name, or name_avx2) and carries MRT_VATTR, so the AVX2 copy is
+ * compiled for AVX2 + FMA as a whole (a 256-bit vector cannot be passed between
+ * functions of different ISAs). No include guard on purpose.
+ */
+#define V(name) MRT_VNAME(name, MRT_VSUFFIX)
+#define MRT_VINLINE MRT_VATTR static inline
+
+MRT_VINLINE mrt_vf8 V(mrt_vload)(const float *p) {
+  mrt_vf8 v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+MRT_VINLINE void V(mrt_vstore)(float *p, mrt_vf8 v) { memcpy(p, &v, sizeof v); }
+
+/* mask ? a : b, per lane; mask lanes are all ones or all zeros (a comparison). */
+MRT_VINLINE mrt_vf8 V(mrt_vsel)(mrt_vi8 mask, mrt_vf8 a, mrt_vf8 b) {
+  return (mrt_vf8)((mask & (mrt_vi8)a) | (~mask & (mrt_vi8)b));
+}
+
+MRT_VINLINE mrt_vf8 V(mrt_vabs)(mrt_vf8 x) { return (mrt_vf8)((mrt_vi8)x & 0x7fffffff); }
+
+MRT_VINLINE float V(mrt_vhsum)(mrt_vf8 v) {
+  float s = 0.0f;
+  for (int i = 0; i < MRT_VL; i++) s += v[i];
+  return s;
+}
+MRT_VINLINE float V(mrt_vhmax)(mrt_vf8 v) {
+  float m = v[0];
+  for (int i = 1; i < MRT_VL; i++) m = v[i] > m ? v[i] : m;
+  return m;
+}
+
+/*
+ * exp(x) = 2^n * p(r), n = round(x / ln2), r = x - n ln2 in [-ln2/2, ln2/2]
+ * (ln2 split in two so n ln2 is exact). 2^n is built from two halves so that
+ * n = 128 (x near ln(FLT_MAX)) and n < -126 (results in the denormals) need no
+ * special case. x > ln(FLT_MAX) gives +inf, NaN gives NaN.
+ */
+MRT_VINLINE mrt_vf8 V(mrt_vexp)(mrt_vf8 x) {
+  const float hi = 88.72283f, lo = -104.0f;
+  const mrt_vf8 xc = MRT_VMIN(MRT_VMAX(x, MRT_VSPLAT(lo)), MRT_VSPLAT(hi));
+  /* round-to-nearest with the 1.5 * 2^23 trick: t's low mantissa bits hold n. */
+  const float shifter = 12582912.0f;
+  const mrt_vf8 t = xc * 1.44269504f + shifter;
+  const mrt_vf8 nf = t - shifter;
+  const mrt_vi8 n = (mrt_vi8)t - 0x4B400000;
+  const mrt_vf8 r = (xc - nf * 0.693145751953125f) - nf * 1.428606765330187e-06f;
+  mrt_vf8 p = MRT_VSPLAT(0.0013831686228513718f);
+  p = p * r + 0.00837478507310152f;
+  p = p * r + 0.04166831821203232f;
+  p = p * r + 0.1666642129421234f;
+  p = p * r + 0.49999991059303284f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const mrt_vi8 n1 = n >> 1, n2 = n - n1;
+  const mrt_vf8 s1 = (mrt_vf8)((n1 + 127) << 23), s2 = (mrt_vf8)((n2 + 127) << 23);
+  mrt_vf8 y = p * s1 * s2;
+  y = V(mrt_vsel)(x > hi, MRT_VSPLAT(__builtin_inff()), y);
+  return V(mrt_vsel)(x != x, x, y);
+}
+
+/* erf(a) / a as a polynomial in a*a, for |a| <= 1. */
+MRT_VINLINE mrt_vf8 V(mrt_verf_small)(mrt_vf8 a2) {
+  mrt_vf8 p = MRT_VSPLAT(-0.0005657890578731894f);
+  p = p * a2 + 0.004924715030938387f;
+  p = p * a2 - 0.026718297973275185f;
+  p = p * a2 + 0.11280472576618195f;
+  p = p * a2 - 0.3761237561702728f;
+  return p * a2 + 1.1283791065216064f;
+}
+
+/* erfc(a) for a >= 1: exp(-a*a) * R(t), R(t) a polynomial in t = 1 / (1 + a/2),
+ * fitted on a in [1, 10]; past 10 erfc is below the smallest float: 0. */
+MRT_VINLINE mrt_vf8 V(mrt_verfc_big)(mrt_vf8 a0) {
+  const mrt_vf8 a = MRT_VMIN(a0, MRT_VSPLAT(10.0f));
+  const mrt_vf8 t = 1.0f / (1.0f + 0.5f * a);
+  mrt_vf8 p = MRT_VSPLAT(0.07183467596769333f);
+  p = p * t - 0.32165539264678955f;
+  p = p * t + 0.3646571934223175f;
+  p = p * t + 0.04069466516375542f;
+  p = p * t + 0.28582367300987244f;
+  p = p * t + 0.27543696761131287f;
+  p = p * t + 0.28271743655204773f;
+  p = p * t - 2.4522807507310063e-05f;
+  return V(mrt_vsel)(a0 > 10.0f, MRT_VSPLAT(0.0f), V(mrt_vexp)(-a * a) * p);
+}
+
+/* erfc(a) for a >= 0, accurate relative to erfc itself (no 1 - erf cancellation
+ * in the tail, which Gelu's negative half needs). */
+MRT_VINLINE mrt_vf8 V(mrt_verfc_pos)(mrt_vf8 a) {
+  const mrt_vf8 small = 1.0f - a * V(mrt_verf_small)(a * a);
+  return V(mrt_vsel)(a > 1.0f, V(mrt_verfc_big)(a), small);
+}
+
+MRT_VINLINE mrt_vf8 V(mrt_verf)(mrt_vf8 x) {
+  const mrt_vf8 a = V(mrt_vabs)(x);
+  const mrt_vf8 small = x * V(mrt_verf_small)(x * x);
+  /* 1 - erfc(|x|) with x's sign. */
+  const mrt_vf8 big = (mrt_vf8)((mrt_vi8)(1.0f - V(mrt_verfc_big)(a)) | ((mrt_vi8)x & (int32_t)0x80000000));
+  return V(mrt_vsel)(a > 1.0f, big, small);
+}
+
+/* y[i] = f(x[i]) over n floats: whole vectors, then one padded vector for the
+ * tail (x and y may be the same array). */
+#define VMAP(n, x, y, f)                                                                      \
+  do {                                                                                        \
+    size_t i_ = 0;                                                                            \
+    for (; i_ + MRT_VL <= (n); i_ += MRT_VL) V(mrt_vstore)((y) + i_, f(V(mrt_vload)((x) + i_))); \
+    if (i_ < (n)) {                                                                           \
+      float t_[MRT_VL] = {0};                                                                 \
+      memcpy(t_, (x) + i_, ((n) - i_) * sizeof(float));                                     \
+      V(mrt_vstore)(t_, f(V(mrt_vload)(t_)));                                                 \
+      memcpy((y) + i_, t_, ((n) - i_) * sizeof(float));                                      \
+    }                                                                                         \
+  } while (0)
+
+/* x * Phi(x) = x/2 * erfc(-x / sqrt 2), through erfc so that the negative half
+ * keeps its relative accuracy (1 + erf(x / sqrt 2) cancels there). */
+MRT_VINLINE mrt_vf8 V(mrt_vgelu)(mrt_vf8 x) {
+  const mrt_vf8 w = x * -0.70710678118654752f;
+  const mrt_vf8 e = V(mrt_verfc_pos)(V(mrt_vabs)(w));
+  return 0.5f * x * V(mrt_vsel)(w < 0.0f, 2.0f - e, e);
+}
+
+/* The tanh form x/2 * (1 + tanh(u)) is x * sigmoid(2u) = x / (1 + exp(-2u)),
+ * u = sqrt(2/pi) (x + 0.044715 x^3): no cancellation for negative x. */
+MRT_VINLINE mrt_vf8 V(mrt_vgelu_tanh)(mrt_vf8 x) {
+  const mrt_vf8 u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+  return x / (1.0f + V(mrt_vexp)(-2.0f * u));
+}
+
+/* The array functions the kernels hold pointers to (see MRT_VSELECT). */
+MRT_VATTR static void V(mrt_vmap_exp)(size_t n, const float *x, float *y) { VMAP(n, x, y, V(mrt_vexp)); }
+MRT_VATTR static void V(mrt_vmap_erf)(size_t n, const float *x, float *y) { VMAP(n, x, y, V(mrt_verf)); }
+MRT_VATTR static void V(mrt_vmap_gelu)(size_t n, const float *x, float *y) { VMAP(n, x, y, V(mrt_vgelu)); }
+MRT_VATTR static void V(mrt_vmap_gelu_tanh)(size_t n, const float *x, float *y) {
+  VMAP(n, x, y, V(mrt_vgelu_tanh));
+}
+
+/* y[i] = exp(x[i] - m) (y may be NULL: only the sum is wanted); returns sum y[i]. */
+MRT_VATTR static float V(mrt_vexp_shift_sum)(size_t n, const float *x, float m, float *y) {
+  mrt_vf8 acc = MRT_VSPLAT(0.0f);
+  size_t i = 0;
+  for (; i + MRT_VL <= n; i += MRT_VL) {
+    const mrt_vf8 e = V(mrt_vexp)(V(mrt_vload)(x + i) - m);
+    if (y) V(mrt_vstore)(y + i, e);
+    acc += e;
+  }
+  float sum = 0.0f;
+  if (i < n) {
+    float t[MRT_VL] = {0};
+    memcpy(t, x + i, (n - i) * sizeof(float));
+    const mrt_vf8 e = V(mrt_vexp)(V(mrt_vload)(t) - m);
+    for (size_t j = 0; j < n - i; j++) {
+      sum += e[j];
+      if (y) y[i + j] = e[j];
+    }
+  }
+  return sum + V(mrt_vhsum)(acc);
+}
+
+#undef VMAP
+#undef MRT_VINLINE
+#undef V
