@@ -39,10 +39,30 @@ def kernel_defines(op: str, k) -> list[str]:
     if not k.family:
         return out + [f"MRT_TYPE_{k.types[0]}=1"]
     out.append(f"MRT_KERNEL_SUFFIX=__{k.suffix}")
-    for i, t in enumerate(k.types):
+    for i, t in enumerate(k.instance):
+        if t == "any":
+            continue
         d = dtypes.get(t)
         out += [f"MRT_T{i}={d.c_type}", f"MRT_T{i}_DTYPE={d.enum}", f"MRT_T{i}_IS_{t}=1"]
     return out
+
+
+def kernel_units(registry: Registry, manifest: Manifest) -> list[dict]:
+    """One compile unit per kernel object the manifest selects: a kernel instantiated
+    by element size or for any type serves several signatures from one object."""
+    units, seen = [], set()
+    for domain, op, sig in manifest.kernels():
+        e = registry.get(domain, op)
+        k = e.kernels[sig]
+        target = f"obj/kernels/{domains.qualified(domain, op)}__{k.suffix}.o"
+        if target in seen:
+            continue
+        seen.add(target)
+        label = k.suffix.replace("_", ",")
+        units.append({"source": e.source, "target": target, "speed": e.speed, "requires": e.requires,
+                      "defines": kernel_defines(op, k), "label": f"{op} {label}",
+                      "role": ["kernel", f"{domain}.{op}", label]})
+    return units
 
 
 def _object_list(target: Target, registry: Registry, manifest: Manifest, gen: Path) -> list[dict]:
@@ -52,14 +72,10 @@ def _object_list(target: Target, registry: Registry, manifest: Manifest, gen: Pa
         objs.append({"source": str(src / rel), "target": f"obj/{rel[:-2]}.o", "speed": False,
                      "defines": [], "label": rel, "role": ["runtime", Path(rel).stem]})
     support = set()
-    for domain, op, sig in manifest.kernels():
-        e = registry.get(domain, op)
-        k = e.kernels[sig]
-        support.update(e.requires)
-        stem = domains.qualified(domain, op)
-        objs.append({"source": str(src / e.source), "target": f"obj/kernels/{stem}__{k.suffix}.o", "speed": e.speed,
-                     "defines": kernel_defines(op, k), "label": f"{op} {sig}",
-                     "role": ["kernel", f"{domain}.{op}", sig]})
+    for u in kernel_units(registry, manifest):
+        support.update(u["requires"])
+        objs.append({"source": str(src / u["source"]), "target": u["target"], "speed": u["speed"],
+                     "defines": u["defines"], "label": u["label"], "role": u["role"]})
     for name in sorted(support):
         u = registry.support[name]
         objs.append({"source": str(src / u.source), "target": f"obj/support/{name}.o", "speed": u.speed,

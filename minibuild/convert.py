@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 from onnx import AttributeProto, helper
 
-from . import domains
+from . import domains, dtypes
 from .errors import ModelError
 from .optimize import Graph
 from .registry import DTYPES, signature_key
@@ -25,7 +25,7 @@ ATTR = struct.Struct("<IIIIQ")
 NO_INDEX = 0xFFFFFFFF
 ALIGN = 64
 MAX_DIMS = 6
-ELEM_SIZE = {1: 4, 2: 1, 3: 1, 6: 4, 7: 8, 9: 1, 10: 2}
+ELEM_SIZE = {t.onnx: t.size for t in dtypes.TABLE}
 # Nodes whose output can share its input's memory: they only relabel the shape.
 VIEW_OPS = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"}
 

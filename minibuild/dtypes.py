@@ -47,9 +47,15 @@ TABLE = (
     DType("bool", 9, 1, "uint8_t", "bool", "bool"),
     DType("float16", 10, 2, "uint16_t", "MLFloat16", "float16"),
     DType("float64", 11, 8, "double", "double", "double"),
+    DType("uint32", 12, 4, "uint32_t", "uint32_t", "uint32"),
+    DType("uint64", 13, 8, "uint64_t", "uint64_t", "uint64"),
 )
 BY_NAME = {t.name: t for t in TABLE}
 BY_ONNX = {t.onnx: t for t in TABLE}
+
+
+# The type a size-only kernel (a copy, a gather) computes in, per element size.
+BY_SIZE = {1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}
 
 
 def get(name: str) -> DType:

@@ -19,7 +19,7 @@ C_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DOMAINS = {domains.ONNX, domains.MINIBUILD}
 
 _OP_KEYS = {"op", "domain", "versions", "type_constraint", "type_from", "type_constraints", "symbols",
-            "signatures", "source", "speed", "requires", "constant_inputs", "types", "attributes", "notes"}
+            "signatures", "instantiate", "source", "speed", "requires", "constant_inputs", "types", "attributes", "notes"}
 
 
 def signature_name(types: tuple[str, ...]) -> str:
@@ -43,6 +43,8 @@ class Kernel:
     prepare: str
     run: str
     family: bool = False     # True: one source instantiated per signature by the build (MRT_KERNEL())
+    instance: tuple[str, ...] = ()   # family kernels: the types the object is compiled with, per
+                                     # constraint ("any" for a constraint whose type the code ignores)
 
     @property
     def signature(self) -> str:
@@ -54,8 +56,9 @@ class Kernel:
 
     @property
     def suffix(self) -> str:
-        """Object-name and symbol suffix of this instantiation: float32_int64."""
-        return "_".join(self.types)
+        """Object-name and symbol suffix of the object that serves this signature:
+        float32_int64; uint32_int64 for a kernel instantiated by element size."""
+        return "_".join(self.instance or self.types)
 
 
 @dataclass(frozen=True)
@@ -193,6 +196,19 @@ def _single_type_kernels(path: Path, d: dict):
     return constraints, kernels
 
 
+# How a constraint's element type reaches the compiled code (registry key `instantiate`):
+# "type" compiles an object per element type; "size" one per element size, computing in
+# the unsigned type of that size (copies, gathers, transposes: int64 and float64 share
+# code); "any" one object whatever the type (the code never touches elements by type).
+_MODES = ("type", "size", "any")
+
+
+def _instance(dtype: str, mode: str) -> str:
+    if mode == "size":
+        return dtypes.BY_SIZE[dtypes.get(dtype).size]
+    return "any" if mode == "any" else dtype
+
+
 def _typed_kernels(path: Path, d: dict):
     """The type-family form: every type constraint of the op's schema with where its
     element type is read, one pair of symbol stems, and the signatures served, either
@@ -202,6 +218,7 @@ def _typed_kernels(path: Path, d: dict):
         symbols: {prepare: mrt_gather_prepare, run: mrt_gather_run}
         types: {T: [float32, int64], Tind: [int32, int64]}     # or
         signatures: [[float32, int64], [int64, int64]]
+        instantiate: {T: size}      # optional, per constraint or for all: type | size | any
 
     Each signature compiles the source once, with MRT_T<i> the C type of constraint i
     and MRT_KERNEL(stem) naming its symbols stem__<types> (runtime/mrt_kernel.h)."""
@@ -229,8 +246,15 @@ def _typed_kernels(path: Path, d: dict):
         lists = [[_check_type(path, f"types.{n}", t) for t in (types[n] or [])] for n in names]
         signatures = list(itertools.product(*lists))
     kernels = {}
+    modes = d.get("instantiate", "type")
+    if isinstance(modes, str):
+        modes = {n: modes for n in names}
+    if not isinstance(modes, dict) or set(modes) - set(names) or not set(modes.values()) <= set(_MODES):
+        _fail(path, f"instantiate must be one of {', '.join(_MODES)}, or map constraints ({', '.join(names)}) to one")
     for sig in signatures:
-        k = Kernel(tuple(sig), f"{syms['prepare']}__{'_'.join(sig)}", f"{syms['run']}__{'_'.join(sig)}", family=True)
+        inst = tuple(_instance(t, modes.get(n, "type")) for n, t in zip(names, sig))
+        suffix = "_".join(inst)
+        k = Kernel(tuple(sig), f"{syms['prepare']}__{suffix}", f"{syms['run']}__{suffix}", family=True, instance=inst)
         if k.signature in kernels:
             _fail(path, f"signature {k.signature} is listed twice")
         kernels[k.signature] = k

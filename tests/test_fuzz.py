@@ -64,10 +64,9 @@ def _fuzzer_units(work: Path) -> list[tuple[Path, list[str]]]:
     src = resources.path("kernels_src")
     units = [(src / r, []) for r in build_mod.RUNTIME_SOURCES]
     support = set()
-    for domain, op, sig in manifest.kernels():
-        e = reg.get(domain, op)
-        support.update(e.requires)
-        units.append((src / e.source, [f"-D{d}" for d in build_mod.kernel_defines(op, e.kernels[sig])]))
+    for u in build_mod.kernel_units(reg, manifest):
+        support.update(u["requires"])
+        units.append((src / u["source"], [f"-D{d}" for d in u["defines"]]))
     units += [(src / reg.support[s].source, []) for s in sorted(support)]
     units.append((work / "gen" / "registry.c", []))
     units.append((HERE / "fuzz" / "mrt_fuzz.c", []))

@@ -50,6 +50,8 @@ typedef enum mrt_dtype {
   MRT_DTYPE_BOOL = 9,
   MRT_DTYPE_FLOAT16 = 10,
   MRT_DTYPE_FLOAT64 = 11,
+  MRT_DTYPE_UINT32 = 12,
+  MRT_DTYPE_UINT64 = 13,
 /* END generated element types */
 } mrt_dtype;
 

@@ -18,6 +18,8 @@ size_t mrt_dtype_size(uint32_t dtype) {
     case MRT_DTYPE_BOOL: return 1;
     case MRT_DTYPE_FLOAT16: return 2;
     case MRT_DTYPE_FLOAT64: return 8;
+    case MRT_DTYPE_UINT32: return 4;
+    case MRT_DTYPE_UINT64: return 8;
     default: return 0;
   }
 }
@@ -34,6 +36,8 @@ const char *mrt_dtype_name(uint32_t dtype) {
     case MRT_DTYPE_BOOL: return "bool";
     case MRT_DTYPE_FLOAT16: return "float16";
     case MRT_DTYPE_FLOAT64: return "float64";
+    case MRT_DTYPE_UINT32: return "uint32";
+    case MRT_DTYPE_UINT64: return "uint64";
     default: return "unknown";
   }
 }

@@ -14,5 +14,7 @@ DTYPES = {
     9: (np.bool_, "tensor(bool)"),
     10: (np.float16, "tensor(float16)"),
     11: (np.float64, "tensor(double)"),
+    12: (np.uint32, "tensor(uint32)"),
+    13: (np.uint64, "tensor(uint64)"),
 }
 # END generated element types

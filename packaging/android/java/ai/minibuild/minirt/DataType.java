@@ -17,7 +17,9 @@ public enum DataType {
     INT64(7, 8),
     BOOL(9, 1),
     FLOAT16(10, 2),
-    FLOAT64(11, 8);
+    FLOAT64(11, 8),
+    UINT32(12, 4),
+    UINT64(13, 8);
 // END generated element types
 
     private final int code;
