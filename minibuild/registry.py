@@ -286,9 +286,12 @@ def load(root: Path | None = None) -> Registry:
         reg.ops[entry.key] = entry
     symbols = {}
     for e in reg.ops.values():
-        for k in e.kernels.values():
-            for s in (k.prepare, k.run):
+        # Signatures of one entry instantiated by size or for any type share an object
+        # and so its symbols; no two objects may define the same one.
+        objects = {(k.prepare, k.run): k.suffix for k in e.kernels.values()}
+        for (prepare, run), suffix in sorted(objects.items()):
+            for s in (prepare, run):
                 if s in symbols:
                     _fail(e.path, f"symbol {s} is already used by {symbols[s]}")
-                symbols[s] = e.path.name
+                symbols[s] = f"{e.path.name} ({suffix})"
     return reg
