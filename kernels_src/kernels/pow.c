@@ -1,7 +1,8 @@
 /*
  * Pow, float32 base, with numpy broadcasting (opset 7+) or the legacy
- * `broadcast`/`axis` form (opset 1). The exponent is float32, or int32/int64
- * (opset 12+), converted to float once at prepare when constant, else per run.
+ * `broadcast`/`axis` form (opset 1). The exponent (constraint T1, opset 12+) is
+ * float32 or an integer type (one object per signature, MRT_T1 its C type):
+ * integers are converted to float once at prepare when constant, else per run.
  * A scalar constant exponent of 1, 2, 3 or 0.5 (x*x in LayerNorm
  * decompositions, sqrt in RMS norms) is a flat vector loop with no powf.
  */
@@ -9,7 +10,7 @@
 #include "bcast.h"
 #include "vmath.h"
 
-#if defined(MRT_TYPE_float32) && defined(MRT_OP_Pow)
+#if defined(MRT_OP_Pow) && defined(MRT_T0_IS_float32)
 
 enum { POW_GENERAL, POW_ONE, POW_SQUARE, POW_CUBE, POW_SQRT };
 
@@ -32,6 +33,14 @@ static inline mrt_vf8 pow_sqrt(mrt_vf8 x) {
   return mrt_vsel(x == -__builtin_inff(), MRT_VSPLAT(__builtin_inff()), r);
 }
 
+#if defined(MRT_T1_IS_float32)
+#define POW_INT_EXP 0
+#else
+#define POW_INT_EXP 1
+/* Integer exponent element i as float (exact up to 2^24, as powf needs). */
+static float pow_int_at(const mrt_tensor *t, size_t i) { return (float)((const MRT_T1 *)t->data)[i]; }
+#endif
+
 static void pow_row(size_t n, const float *a, size_t sa, const float *b, size_t sb, float *y) {
   if (sa && sb) {
     for (size_t i = 0; i < n; i++) y[i] = powf(a[i], b[i]);
@@ -48,15 +57,12 @@ static void pow_row(size_t n, const float *a, size_t sa, const float *b, size_t 
 }
 
 MRT_PREPARE_CODE
-mrt_status mrt_pow_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
+mrt_status MRT_KERNEL(mrt_pow_prepare)(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = mrt_check_xy(ctx, node, 2, 2, 1, MRT_DTYPE_FLOAT32);
   if (st) return st;
   const mrt_tensor *a = node->inputs[0], *b = node->inputs[1], *y = node->outputs[0];
   if (!b) return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "input 1 (Y, the exponent) is missing");
-  const int int_exp = b->dtype == MRT_DTYPE_INT32 || b->dtype == MRT_DTYPE_INT64;
-  if (b->dtype != MRT_DTYPE_FLOAT32 && !int_exp)
-    return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED,
-                         "the exponent must be float32, int32 or int64 (dtype %u)", (unsigned)b->dtype);
+  if ((st = mrt_check_dtype(ctx, node, b, MRT_T1_DTYPE))) return st;
   pow_params *p = mrt_ctx_alloc(ctx, sizeof *p);
   if (!p) return mrt_ctx_error(ctx, node, MRT_STATUS_OUT_OF_MEMORY, "out of memory");
   const int64_t *bd = b->dims;
@@ -79,29 +85,30 @@ mrt_status mrt_pow_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
                          "X (rank %u) and Y (rank %u) do not broadcast to the output shape (rank %u)",
                          a->ndim, b->ndim, y->ndim);
   if (b->is_constant && b->data) {
-    if (int_exp) {
-      float *f = mrt_ctx_alloc(ctx, b->count * sizeof(float) + 1);
-      if (!f) return mrt_ctx_error(ctx, node, MRT_STATUS_OUT_OF_MEMORY, "out of memory");
-      for (size_t i = 0; i < b->count; i++) f[i] = (float)mrt_int_at(b, i);
-      p->exp_f = f;
-    } else {
-      p->exp_f = b->data;
-    }
+#if POW_INT_EXP
+    float *f = mrt_ctx_alloc(ctx, b->count * sizeof(float) + 1);
+    if (!f) return mrt_ctx_error(ctx, node, MRT_STATUS_OUT_OF_MEMORY, "out of memory");
+    for (size_t i = 0; i < b->count; i++) f[i] = pow_int_at(b, i);
+    p->exp_f = f;
+#else
+    p->exp_f = b->data;
+#endif
     /* x*x and x*x*x round at most twice, sqrt once: within powf's own error. */
     if (b->count == 1 && mrt_same_dims(a, y)) {
       const float e = p->exp_f[0];
       p->fast = e == 1.0f ? POW_ONE : e == 2.0f ? POW_SQUARE : e == 3.0f ? POW_CUBE
               : e == 0.5f ? POW_SQRT : POW_GENERAL;
     }
-  } else if (int_exp) {
-    p->convert = 1;
-    mrt_ctx_request_scratch(ctx, b->count * sizeof(float));
+  } else {
+    /* An integer exponent computed at run time is converted into scratch per run. */
+    p->convert = POW_INT_EXP;
+    if (POW_INT_EXP) mrt_ctx_request_scratch(ctx, b->count * sizeof(float));
   }
   node->params = p;
   return MRT_STATUS_OK;
 }
 
-void mrt_pow_run_f32(const mrt_node *node, void *scratch) {
+void MRT_KERNEL(mrt_pow_run)(const mrt_node *node, void *scratch) {
   const pow_params *p = node->params;
   const mrt_tensor *xt = node->inputs[0], *bt = node->inputs[1], *yt = node->outputs[0];
   const float *restrict x = xt->data;
@@ -124,11 +131,15 @@ void mrt_pow_run_f32(const mrt_node *node, void *scratch) {
     break;
   }
   const float *e = p->exp_f ? p->exp_f : bt->data;
+#if POW_INT_EXP
   if (p->convert) {
     float *f = scratch;
-    for (size_t i = 0; i < bt->count; i++) f[i] = (float)mrt_int_at(bt, i);
+    for (size_t i = 0; i < bt->count; i++) f[i] = pow_int_at(bt, i);
     e = f;
   }
+#else
+  MRT_UNUSED(scratch);
+#endif
   mrt_bcast_run_f32(&p->plan, x, e, y, pow_row);
 }
 
