@@ -88,17 +88,48 @@ def _shape_of(vi) -> tuple:
     return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.shape.dim)
 
 
+def _to_array(tensor, source: str) -> np.ndarray:
+    try:
+        return numpy_helper.to_array(tensor)
+    except Exception as e:  # data that does not fit the dims or type (a corrupt file)
+        kind = dict((v, k) for k, v in onnx.TensorProto.DataType.items()).get(tensor.data_type, tensor.data_type)
+        raise ModelError(f"{source}: initializer '{tensor.name}' ({kind} {list(tensor.dims)}) cannot be read: {e}") from None
+
+
+def normalise(model: onnx.ModelProto, source: str) -> onnx.ModelProto:
+    """The model in the form the rewrites expect: an ai.onnx opset this onnx knows
+    (every one from 1 up to onnx.defs.onnx_opset_version(); 7 and up is what
+    exporters write), and model-local functions (which older torch exporters write
+    for modules) inlined, so every node is a plain operator that shape inference
+    and the registry know."""
+    newest = onnx.defs.onnx_opset_version()
+    for op in model.opset_import:
+        if domains.proto(op.domain) == "" and not 1 <= op.version <= newest:
+            raise ModelError(
+                f"{source}: imports ai.onnx opset {op.version}, but the installed onnx {onnx.__version__} knows "
+                f"opsets 1 to {newest}; upgrade onnx (pip install -U onnx) or export the model at opset {newest} or lower")
+    if len(model.functions):
+        try:
+            from onnx import inliner
+            model = inliner.inline_local_functions(model)
+        except Exception as e:
+            raise ModelError(f"{source}: cannot inline the model's local functions "
+                             f"({', '.join(f.name for f in model.functions)}): {e}") from None
+    return model
+
+
 def from_model(model: onnx.ModelProto, source: str, fixed_dims: dict[str, int] | None = None,
                input_shapes: dict[str, tuple] | None = None) -> Graph:
     fixed_dims = fixed_dims or {}
     input_shapes = input_shapes or {}
+    model = normalise(model, source)
     g = Graph(model=model, source=source)
     for op in model.opset_import:
         g.opsets[domains.proto(op.domain)] = op.version
     if "" not in g.opsets:
         g.opsets[""] = 1
     for init in model.graph.initializer:
-        g.consts[init.name] = numpy_helper.to_array(init)
+        g.consts[init.name] = _to_array(init, source)
     for vi in model.graph.input:
         if vi.name in g.consts:
             continue  # IR < 4 lists initializers as inputs too: they are constants
@@ -292,6 +323,8 @@ def fold_batchnorm(g: Graph) -> bool:
         eps = _attr(bn, "epsilon", 1e-5)
         w = g.consts[conv.input[1]].astype(np.float64)
         b = g.consts[conv.input[2]].astype(np.float64) if len(conv.input) > 2 and conv.input[2] else np.zeros(w.shape[0])
+        if w.ndim < 1 or any(v.shape != (w.shape[0],) for v in (b, scale, bias, mean, var)):
+            continue  # not one value per output channel: an invalid model, left for the kernels to refuse
         k = scale / np.sqrt(var + eps)
         w_name, b_name = f"{conv.output[0]}__bnw", f"{conv.output[0]}__bnb"
         g.consts[w_name] = (w * k.reshape(-1, *([1] * (w.ndim - 1)))).astype(np.float32)
@@ -340,7 +373,11 @@ def fold_affine(g: Graph) -> bool:
         if other not in g.consts or other == node.output[0]:
             continue
         out_shape = g.value_info.get(node.output[0], (0, None))[1]
+        if g.consts[node.input[1]].ndim < 1:
+            continue  # an invalid model (scalar weights or scale), left for the kernels to refuse
         c = (g.consts[node.input[1]].shape[0] if node.op_type == "Conv" else g.consts[node.input[1]].shape[0])
+        if any(g.consts[i].shape != (c,) for i in (node.input[2:3] if node.op_type == "Conv" else node.input[1:3]) if i):
+            continue
         vec = _channel_vector(g.consts[other], out_shape, c)
         if vec is None or g.value_info.get(nxt.output[0], (0, None))[1] != out_shape:
             continue
@@ -385,8 +422,10 @@ def _activation(g: Graph, node):
         hi = node.input[2] if len(node.input) > 2 else ""
         if (lo and lo not in g.consts) or (hi and hi not in g.consts):
             return None
-        return ("Clip", [float(g.consts[lo]) if lo else -3.4028234663852886e38,
-                         float(g.consts[hi]) if hi else 3.4028234663852886e38])
+        if (lo and g.consts[lo].size != 1) or (hi and g.consts[hi].size != 1):
+            return None  # Clip's bounds are scalars: anything else is left for the kernel to refuse
+        return ("Clip", [float(g.consts[lo].reshape(())) if lo else -3.4028234663852886e38,
+                         float(g.consts[hi].reshape(())) if hi else 3.4028234663852886e38])
     return None
 
 
@@ -678,18 +717,76 @@ def since_version(g: Graph, node) -> int:
         return g.opsets.get(node.domain, 1)
 
 
+def _is_static(g: Graph, name: str) -> bool:
+    info = g.value_info.get(name)
+    return info is not None and info[1] is not None and all(isinstance(d, int) and d >= 0 for d in info[1])
+
+
+def _knows_shapes(g: Graph, node) -> bool:
+    """Whether onnx has a schema (and so a shape-inference function) for the node.
+    (ai.minibuild's fused ops have none: they keep the shapes inferred before fusing,
+    so one without shapes came in with the model.)"""
+    try:
+        onnx.defs.get_schema(node.op_type, g.opsets.get(node.domain, 1), node.domain)
+        return True
+    except onnx.defs.SchemaError:
+        return False
+
+
+def _op_name(node) -> str:
+    return f"{domains.canonical(node.domain)}.{node.op_type}"
+
+
+def _shape_cause(g: Graph, name: str) -> str:
+    """Why `name` has no static shape: the first node, walking up from it, that
+    cannot give its outputs one."""
+    seen = set()
+    while True:
+        prod = g.producer(name)
+        if prod is None or id(prod) in seen:
+            return (f"value '{name}' is produced by no node and is no input or constant of the graph "
+                    f"({g.value_info.get(name, (0, 'unknown'))[1]})")
+        seen.add(id(prod))
+        if not _knows_shapes(g, prod):
+            unknown = sorted({_op_name(n) for n in g.nodes if not _knows_shapes(g, n)})
+            domain = domains.canonical(prod.domain)
+            why = (f"node '{prod.name}' ({_op_name(prod)}, domain '{domain}') is an operator onnx has no schema for "
+                   f"(opset {g.opsets.get(prod.domain, 'not imported')}), so static shape inference stops there and "
+                   f"nothing after it has a shape. minirt does not support this operator")
+            if domain == _MINIBUILD:
+                why = (f"node '{prod.name}' ({_op_name(prod)}) is one of minibuild's own fused operators, which the "
+                       "optimiser writes and onnx cannot infer shapes for; a model must not use them itself: "
+                       "write the plain ai.onnx operators (Conv, Gemm, Relu, ...) and minibuild fuses them")
+                return why
+            if domain == "com.microsoft":
+                why += (" (com.microsoft is onnxruntime's contrib-operator domain; onnxruntime.quantization's "
+                        "QOperator format writes QLinearAdd, QGemm, ... there: quantise with "
+                        "quant_format=QuantFormat.QDQ to get standard ai.onnx operators)")
+            why += f". Replace or remove these nodes; operators onnx does not know here: {', '.join(unknown)}"
+            return why
+        unresolved = [i for i in prod.input if i and i not in g.consts and not _is_static(g, i)]
+        if unresolved:
+            name = unresolved[0]
+            continue
+        runtime = [i for i in prod.input if i and i not in g.consts]
+        return (f"node '{prod.name}' ({_op_name(prod)}) gives output '{name}' a shape that depends on the values "
+                f"of {', '.join(repr(i) for i in runtime) or 'its inputs'}, which are known only at run time; minirt "
+                "fixes every shape at build time: make those values constants of the model, or replace the node")
+
+
 def check_static(g: Graph):
+    """Every value a node reads or writes has a static shape. The graph inputs have
+    one already (from_model), so a value without one is always a node's doing:
+    the message names that node, not the inputs."""
     for node in g.nodes:
         for name in list(node.input) + list(node.output):
-            if not name or name in g.consts:
+            if not name or name in g.consts or _is_static(g, name):
                 continue
             info = g.value_info.get(name)
-            if info is None or info[1] is None or not all(isinstance(d, int) and d >= 0 for d in info[1]):
-                raise ModelError(
-                    f"{g.source}: node '{node.name}' ({node.op_type}): value '{name}' has no static shape "
-                    f"({info[1] if info else 'unknown'}) after shape inference; fix the model's input sizes "
-                    "with --fix-dim NAME=N or --input-shape INPUT=D0,D1,..."
-                )
+            raise ModelError(
+                f"{g.source}: node '{node.name}' ({node.op_type}): value '{name}' has no static shape "
+                f"({info[1] if info else 'unknown'}) after shape inference: {_shape_cause(g, name)}"
+            )
 
 
 def optimize(g: Graph, available: set[tuple[str, str]]) -> Graph:

@@ -119,12 +119,13 @@ def _check_utf8(message, path: Path, where: str = "model"):
     later step expects (names are compared and sorted as str): refuse it here."""
     from google.protobuf.descriptor import FieldDescriptor
     for field, value in message.ListFields():
+        repeated = field.is_repeated if hasattr(field, "is_repeated") else field.label == FieldDescriptor.LABEL_REPEATED
         if field.type == FieldDescriptor.TYPE_MESSAGE:
-            items = value if field.label == FieldDescriptor.LABEL_REPEATED else [value]
+            items = value if repeated else [value]
             for k, item in enumerate(items):
-                _check_utf8(item, path, f"{where}.{field.name}[{k}]" if len(items) > 1 else f"{where}.{field.name}")
+                _check_utf8(item, path, f"{where}.{field.name}[{k}]" if repeated else f"{where}.{field.name}")
         elif field.type == FieldDescriptor.TYPE_STRING:
-            for v in (value if field.label == FieldDescriptor.LABEL_REPEATED else [value]):
+            for v in (value if repeated else [value]):
                 if isinstance(v, bytes):
                     raise ModelError(f"{path}: not a valid ONNX model: {where}.{field.name} is not valid UTF-8 "
                                      f"({v[:40]!r})")
