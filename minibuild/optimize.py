@@ -32,6 +32,8 @@ class Graph:
     value_info: dict = field(default_factory=dict)  # name -> (elem_type, shape tuple)
     opsets: dict = field(default_factory=dict)      # domain ("" for ai.onnx) -> version
     log: list = field(default_factory=list)         # what was rewritten, for the report
+    versions: dict = field(default_factory=dict)    # node name -> since_version, for nodes a rewrite made
+                                                    # from a newer opset than the model imports (Gelu 20)
 
     _index: dict | None = None
 
@@ -490,9 +492,11 @@ def _is_f32(g: Graph, name: str) -> bool:
     return g.value_info.get(name, (0, None))[0] == onnx.TensorProto.FLOAT
 
 
-def _replace_pattern(g: Graph, nodes: list, fused) -> None:
+def _replace_pattern(g: Graph, nodes: list, fused, since_version: int | None = None) -> None:
     """Put `fused` where the pattern's last node was (its inputs are all computed by
-    then), drop the rest, and record the replaced nodes."""
+    then), drop the rest, and record the replaced nodes. `since_version` is the fused
+    operator's version when it is newer than the model's opset import (the runtime
+    is told it per node; shapes were inferred before fusing, so onnx never sees it)."""
     order = sorted(nodes, key=g.nodes.index)
     fused.name = order[0].name
     for n in order[:-1]:
@@ -502,6 +506,8 @@ def _replace_pattern(g: Graph, nodes: list, fused) -> None:
     for n in order[:-1]:
         g.nodes.remove(n)
     g.touch()
+    if since_version is not None:
+        g.versions[fused.name] = since_version
     op = f"{domains.canonical(fused.domain)}.{fused.op_type}" if fused.domain else fused.op_type
     g.log.append(f"fused {' + '.join(f'{n.op_type} {n.name}' for n in order)} into {op} {fused.name}")
 
@@ -530,10 +536,9 @@ def fuse_gelu(g: Graph, available: set[tuple[str, str]]) -> bool:
     exporters write it: x / sqrt(2) or x * (1/sqrt(2)); the three factors x, 0.5 and
     (1 + erf) multiplied in any association and operand order.
 
-    Only in models importing ai.onnx opset 20 or later: the runtime is told each
-    node's operator version from the model's opset import, and Gelu does not exist
-    before 20 (see the report for the per-node version this would need)."""
-    if ("ai.onnx", "Gelu") not in available or g.opsets.get("", 1) < 20:
+    Older exports are where this pattern lives: the fused node gets Gelu's own
+    version (20) whatever the model imports (Graph.versions)."""
+    if ("ai.onnx", "Gelu") not in available:
         return False
     changed = False
     for erf in list(g.nodes):
@@ -575,7 +580,7 @@ def fuse_gelu(g: Graph, available: set[tuple[str, str]]) -> bool:
                 pattern = [half, scaled, erf, add, m1]
         if pattern is None:
             continue
-        _replace_pattern(g, pattern, helper.make_node("Gelu", [x], [pattern[-1].output[0]]))
+        _replace_pattern(g, pattern, helper.make_node("Gelu", [x], [pattern[-1].output[0]]), since_version=20)
         changed = True
     return changed
 
@@ -596,9 +601,9 @@ def fuse_layernorm(g: Graph, available: set[tuple[str, str]]) -> bool:
         m = ReduceMean(x, last axes); d = x - m; v = ReduceMean(Pow(d, 2), same axes)
         y = d / Sqrt(v + eps) [* gamma] [+ beta]
     -> LayerNormalization (ai.onnx opset 17), axis = first reduced axis, gamma and beta
-    (constants varying only along the normalised axes) as Scale and B. Only in models
-    importing opset 17 or later (see fuse_gelu)."""
-    if ("ai.onnx", "LayerNormalization") not in available or g.opsets.get("", 1) < 17:
+    (constants varying only along the normalised axes) as Scale and B; the fused
+    node is LayerNormalization-17 whatever the model imports (see fuse_gelu)."""
+    if ("ai.onnx", "LayerNormalization") not in available:
         return False
     changed = False
     for mean in list(g.nodes):
@@ -675,7 +680,7 @@ def fuse_layernorm(g: Graph, available: set[tuple[str, str]]) -> bool:
             g.consts[b_name] = bias.astype(np.float32)
             inputs.append(b_name)
         fused = helper.make_node("LayerNormalization", inputs, [y], axis=-k, epsilon=float(eps))
-        _replace_pattern(g, pattern, fused)
+        _replace_pattern(g, pattern, fused, since_version=17)
         g.value_info[s_name] = (onnx.TensorProto.FLOAT, norm)
         if bias is not None:
             g.value_info[b_name] = (onnx.TensorProto.FLOAT, norm)
@@ -711,6 +716,8 @@ def infer_shapes(g: Graph):
 def since_version(g: Graph, node) -> int:
     if node.domain == _MINIBUILD:
         return 1
+    if node.name in g.versions:
+        return g.versions[node.name]
     try:
         return onnx.defs.get_schema(node.op_type, g.opsets.get(node.domain, 1), node.domain).since_version
     except onnx.defs.SchemaError:
