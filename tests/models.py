@@ -118,3 +118,14 @@ def light_models_dir() -> str:
 
 def light_model_paths() -> list[str]:
     return sorted(glob.glob(os.path.join(light_models_dir(), "*.onnx")))
+
+
+def with_output_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Give graph outputs declared without a shape the one onnx infers, as exporters
+    write them: onnx.checker (which every build runs) requires one."""
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    known = {vi.name: vi for vi in list(inferred.graph.value_info) + list(inferred.graph.output)}
+    for out in model.graph.output:
+        if not out.type.tensor_type.HasField("shape") and out.name in known:
+            out.type.CopyFrom(known[out.name].type)
+    return model

@@ -51,7 +51,7 @@ def _windows_model():
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
-    return model
+    return models.with_output_shapes(model)
 
 
 def _fuzzer_units(work: Path) -> list[tuple[Path, list[str]]]:

@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from models import with_output_shapes
+
 from minibuild import toolchain
 
 ort = pytest.importorskip("onnxruntime")
@@ -34,7 +36,7 @@ def model_of(nodes, feeds, consts, opset=17):
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
-    return model
+    return with_output_shapes(model)
 
 
 def with_activation(op, inputs, activation, **attrs):

@@ -10,6 +10,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from models import with_output_shapes
+
 ort = pytest.importorskip("onnxruntime")
 testing = pytest.importorskip("minibuild.testing")
 
@@ -34,7 +36,7 @@ def one_node(op, feeds, consts=None, opset=17, n_out=1, **attrs):
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
-    return model
+    return with_output_shapes(model)
 
 
 def check(model, feeds, rtol=1e-5, atol=1e-5):
@@ -123,7 +125,7 @@ def test_clip_constant_limits(lo, hi):
                               [numpy_helper.from_array(v, k) for k, v in consts.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
-    check(model, {"x": x})
+    check(with_output_shapes(model), {"x": x})
 
 
 def test_clip_opset6_attributes():
