@@ -3,12 +3,10 @@
  * Identity, Dropout (inference). Shapes are static, so prepare checks that
  * the output shape is the one the op defines and run copies the bytes, or
  * does nothing when the converter gave input and output the same memory.
- * Copies go by bytes, so the code is type-agnostic even though it is
- * registered for float32.
+ * Copies go by bytes, so one object (registry `instantiate: any`) serves
+ * every element type.
  */
 #include "kcommon.h"
-
-#if defined(MRT_TYPE_float32)
 
 MRT_PREPARE_CODE
 static mrt_status sh_check(mrt_node *node, mrt_ctx *ctx, uint32_t min_in, uint32_t max_in,
@@ -57,14 +55,14 @@ static mrt_status sh_axes(mrt_node *node, mrt_ctx *ctx, uint32_t attr_before, in
 #endif
 
 #define COPY_RUN(name)                                                          \
-  void mrt_##name##_run_f32(const mrt_node *node, void *scratch) {             \
+  void MRT_KERNEL(mrt_##name##_run)(const mrt_node *node, void *scratch) {     \
     MRT_UNUSED(scratch);                                                        \
     mrt_copy_unless_aliased(node->inputs[0], node->outputs[0]);                 \
   }
 
 #if defined(MRT_OP_Reshape)
 MRT_PREPARE_CODE
-mrt_status mrt_reshape_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
+mrt_status MRT_KERNEL(mrt_reshape_prepare)(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = sh_check(node, ctx, 1, 2, 1);
   if (st) return st;
   const mrt_tensor *x = node->inputs[0], *y = node->outputs[0], *s = mrt_in(node, 1);
@@ -109,7 +107,7 @@ COPY_RUN(reshape)
 
 #if defined(MRT_OP_Flatten)
 MRT_PREPARE_CODE
-mrt_status mrt_flatten_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
+mrt_status MRT_KERNEL(mrt_flatten_prepare)(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = sh_check(node, ctx, 1, 1, 1);
   if (st) return st;
   const mrt_tensor *x = node->inputs[0], *y = node->outputs[0];
@@ -126,7 +124,7 @@ COPY_RUN(flatten)
 
 #if defined(MRT_OP_Squeeze)
 MRT_PREPARE_CODE
-mrt_status mrt_squeeze_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
+mrt_status MRT_KERNEL(mrt_squeeze_prepare)(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = sh_check(node, ctx, 1, 2, 1);
   if (st) return st;
   const mrt_tensor *x = node->inputs[0], *y = node->outputs[0];
@@ -157,7 +155,7 @@ COPY_RUN(squeeze)
 
 #if defined(MRT_OP_Unsqueeze)
 MRT_PREPARE_CODE
-mrt_status mrt_unsqueeze_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
+mrt_status MRT_KERNEL(mrt_unsqueeze_prepare)(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = sh_check(node, ctx, 1, 2, 1);
   if (st) return st;
   const mrt_tensor *x = node->inputs[0], *y = node->outputs[0];
@@ -184,7 +182,7 @@ COPY_RUN(unsqueeze)
 
 #if defined(MRT_OP_Identity)
 MRT_PREPARE_CODE
-mrt_status mrt_identity_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
+mrt_status MRT_KERNEL(mrt_identity_prepare)(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = sh_check(node, ctx, 1, 1, 1);
   if (st) return st;
   return mrt_same_dims(node->inputs[0], node->outputs[0]) ? MRT_STATUS_OK
@@ -195,7 +193,7 @@ COPY_RUN(identity)
 
 #if defined(MRT_OP_Dropout)
 MRT_PREPARE_CODE
-mrt_status mrt_dropout_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
+mrt_status MRT_KERNEL(mrt_dropout_prepare)(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = sh_check(node, ctx, 1, 3, 2);
   if (st) return st;
   if (!mrt_same_dims(node->inputs[0], node->outputs[0])) return sh_mismatch(ctx, node, "Dropout");
@@ -212,25 +210,29 @@ mrt_status mrt_dropout_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   const mrt_tensor *mask = mrt_out(node, 1);
   if (mask) {
     if (!mrt_same_dims(mask, node->outputs[0]) ||
-        (mask->dtype != MRT_DTYPE_BOOL && mask->dtype != MRT_DTYPE_FLOAT32))
+        (mask->dtype != MRT_DTYPE_BOOL && mask->dtype != node->inputs[0]->dtype))
       return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
-                           "mask must be bool (or float before opset 10) with the output's shape");
+                           "mask must be bool (or the input's type before opset 10) with the "
+                           "output's shape");
   }
   return MRT_STATUS_OK;
 }
 
-void mrt_dropout_run_f32(const mrt_node *node, void *scratch) {
+void MRT_KERNEL(mrt_dropout_run)(const mrt_node *node, void *scratch) {
   MRT_UNUSED(scratch);
   mrt_copy_unless_aliased(node->inputs[0], node->outputs[0]);
-  /* Inference keeps every element: the mask is all true. */
+  /* Inference keeps every element: the mask is all true (1 of its type). */
   const mrt_tensor *mask = mrt_out(node, 1);
-  if (mask && mask->dtype == MRT_DTYPE_BOOL) {
+  if (!mask || !mask->count) return;
+  if (mask->dtype == MRT_DTYPE_BOOL) {
     memset(mask->data, 1, mask->count);
-  } else if (mask) {
-    float *m = mask->data;
-    for (size_t i = 0; i < mask->count; i++) m[i] = 1.0f;
+    return;
   }
+  /* Bit patterns of 1.0, little-endian like every target. */
+  const uint64_t one = mask->dtype == MRT_DTYPE_FLOAT16   ? 0x3c00u
+                       : mask->dtype == MRT_DTYPE_FLOAT64 ? 0x3ff0000000000000u
+                                                          : 0x3f800000u;
+  const size_t es = mask->nbytes / mask->count;
+  for (size_t i = 0; i < mask->count; i++) memcpy((char *)mask->data + i * es, &one, es);
 }
 #endif
-
-#endif /* MRT_TYPE_float32 */
