@@ -118,3 +118,31 @@ def test_dropout_inference_mask(dtype, opset):
     x = values(dtype, 4, 6)
     mask = np.ones_like(x) if opset < 10 else np.ones(x.shape, bool)
     check(one_node("Dropout", {"x": x}, opset=opset, n_out=2, outputs=[x, mask]), {"x": x}, [x, mask])
+
+
+# --- Concat and Split: byte runs ---------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ALL)
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_concat(dtype, axis):
+    shapes = {0: [(1, 3, 5), (2, 3, 5), (3, 3, 5)], 1: [(2, 1, 5), (2, 4, 5), (2, 2, 5)],
+              -1: [(2, 3, 1), (2, 3, 7), (2, 3, 2)]}[axis]
+    feeds = {f"x{i}": values(dtype, *s) for i, s in enumerate(shapes)}
+    check(one_node("Concat", feeds, axis=axis), feeds, [np.concatenate(list(feeds.values()), axis=axis)])
+
+
+@pytest.mark.parametrize("dtype", TYPES)
+def test_concat_same_input_twice(dtype):
+    x = values(dtype, 3, 4)
+    check(one_node("Concat", {"x": x}, inputs=["x", "x"], axis=0), {"x": x}, [np.concatenate([x, x])])
+
+
+@pytest.mark.parametrize("dtype", ALL)
+@pytest.mark.parametrize("axis,split", [(0, [1, 3]), (1, [2, 2, 1]), (-1, [3, 3])])
+def test_split(dtype, axis, split):
+    shape = {0: (4, 3, 2), 1: (2, 5, 3), -1: (2, 3, 6)}[axis]
+    x = values(dtype, *shape)
+    want = np.split(x, np.cumsum(split)[:-1], axis=axis)
+    check(one_node("Split", {"x": x}, {"s": i64(*split)}, n_out=len(split), axis=axis), {"x": x}, want)
+    # Opset 11: the sizes as an attribute.
+    check(one_node("Split", {"x": x}, opset=11, n_out=len(split), axis=axis, split=split), {"x": x}, want)

@@ -1,19 +1,21 @@
 /*
- * Concat and Split, float32, on any axis. Both see the tensors as
+ * Concat and Split on any axis, any element type. Both see the tensors as
  * [outer, axis * inner]: each piece is `outer` contiguous runs, so channel
- * concat of single images is one memcpy per input.
+ * concat of single images is one memcpy per input. Runs are counted in bytes,
+ * so one object (registry `instantiate: any`) serves every element type.
  */
 #include "kcommon.h"
 
-#if defined(MRT_TYPE_float32) && (defined(MRT_OP_Concat) || defined(MRT_OP_Split))
+#if defined(MRT_OP_Concat) || defined(MRT_OP_Split)
 
 typedef struct cat_params {
   size_t outer;
-  size_t whole;   /* run length of the concatenated tensor */
-  size_t run[];   /* run length of each piece */
+  size_t whole;   /* run length of the concatenated tensor, in bytes */
+  size_t run[];   /* run length of each piece, in bytes */
 } cat_params;
 
-/* `whole` is the concatenated tensor, pieces[0..n) the parts along `axis`. */
+/* `whole` is the concatenated tensor, pieces[0..n) the parts along `axis`, each
+ * of whole's element type. */
 MRT_PREPARE_CODE
 static mrt_status cat_plan(mrt_node *node, mrt_ctx *ctx, const mrt_tensor *whole,
                            mrt_tensor *const *pieces, uint32_t n, int64_t axis_attr,
@@ -25,13 +27,15 @@ static mrt_status cat_plan(mrt_node *node, mrt_ctx *ctx, const mrt_tensor *whole
   cat_params *p = mrt_ctx_alloc(ctx, sizeof *p + n * sizeof(size_t));
   if (!p) return mrt_ctx_error(ctx, node, MRT_STATUS_OUT_OF_MEMORY, "out of memory");
   p->outer = mrt_prod(whole->dims, 0, (uint32_t)axis);
-  const size_t inner = mrt_prod(whole->dims, (uint32_t)axis + 1, whole->ndim);
+  /* An empty whole copies nothing, whatever its element size. */
+  const size_t esize = whole->count ? whole->nbytes / whole->count : 0;
+  const size_t inner = mrt_prod(whole->dims, (uint32_t)axis + 1, whole->ndim) * esize;
   int64_t total = 0;
   for (uint32_t i = 0; i < n; i++) {
     const mrt_tensor *t = pieces[i];
     mrt_status st;
     if (!t) return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "piece %u is missing", i);
-    if ((st = mrt_check_dtype(ctx, node, t, MRT_DTYPE_FLOAT32))) return st;
+    if ((st = mrt_check_dtype(ctx, node, t, whole->dtype))) return st;
     int ok = t->ndim == whole->ndim;
     for (uint32_t d = 0; ok && d < t->ndim; d++) ok = d == axis || t->dims[d] == whole->dims[d];
     if (!ok)
@@ -52,14 +56,13 @@ static mrt_status cat_plan(mrt_node *node, mrt_ctx *ctx, const mrt_tensor *whole
 
 #endif
 
-#if defined(MRT_TYPE_float32) && defined(MRT_OP_Concat)
+#if defined(MRT_OP_Concat)
 
 MRT_PREPARE_CODE
-mrt_status mrt_concat_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
+mrt_status MRT_KERNEL(mrt_concat_prepare)(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = mrt_check_arity(ctx, node, 1, 0xffff, 1, 1);
   if (st) return st;
   const mrt_tensor *y = node->outputs[0];
-  if ((st = mrt_check_dtype(ctx, node, y, MRT_DTYPE_FLOAT32))) return st;
   /* Opset 1 defaults axis to 1; from opset 4 it is required. */
   if (node->opset >= 4 && !mrt_node_attr(node, "axis"))
     return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "attribute axis is required");
@@ -70,31 +73,30 @@ mrt_status mrt_concat_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   return MRT_STATUS_OK;
 }
 
-void mrt_concat_run_f32(const mrt_node *node, void *scratch) {
+void MRT_KERNEL(mrt_concat_run)(const mrt_node *node, void *scratch) {
   MRT_UNUSED(scratch);
   const cat_params *p = node->params;
-  float *y = node->outputs[0]->data;
+  char *y = node->outputs[0]->data;
   size_t at = 0;
   for (uint32_t i = 0; i < node->n_inputs; i++) {
-    const float *x = node->inputs[i]->data;
+    const char *x = node->inputs[i]->data;
     const size_t r = p->run[i];
     /* A planner may place an input where it already belongs in the output. */
     if (x != y + at)
-      for (size_t o = 0; o < p->outer; o++) memcpy(y + o * p->whole + at, x + o * r, r * sizeof *y);
+      for (size_t o = 0; o < p->outer; o++) memcpy(y + o * p->whole + at, x + o * r, r);
     at += r;
   }
 }
 
 #endif
 
-#if defined(MRT_TYPE_float32) && defined(MRT_OP_Split)
+#if defined(MRT_OP_Split)
 
 MRT_PREPARE_CODE
-mrt_status mrt_split_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
+mrt_status MRT_KERNEL(mrt_split_prepare)(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = mrt_check_arity(ctx, node, 1, 2, 1, 0xffff);
   if (st) return st;
   const mrt_tensor *x = node->inputs[0];
-  if ((st = mrt_check_dtype(ctx, node, x, MRT_DTYPE_FLOAT32))) return st;
   const int64_t axis = mrt_attr_int(node, "axis", 0);
   cat_params *p;
   if ((st = cat_plan(node, ctx, x, node->outputs, node->n_outputs, axis, &p))) return st;
@@ -124,16 +126,16 @@ mrt_status mrt_split_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   return MRT_STATUS_OK;
 }
 
-void mrt_split_run_f32(const mrt_node *node, void *scratch) {
+void MRT_KERNEL(mrt_split_run)(const mrt_node *node, void *scratch) {
   MRT_UNUSED(scratch);
   const cat_params *p = node->params;
-  const float *x = node->inputs[0]->data;
+  const char *x = node->inputs[0]->data;
   size_t at = 0;
   for (uint32_t i = 0; i < node->n_outputs; i++) {
-    float *y = node->outputs[i]->data;
+    char *y = node->outputs[i]->data;
     const size_t r = p->run[i];
     if (y != x + at)
-      for (size_t o = 0; o < p->outer; o++) memcpy(y + o * r, x + o * p->whole + at, r * sizeof *y);
+      for (size_t o = 0; o < p->outer; o++) memcpy(y + o * r, x + o * p->whole + at, r);
     at += r;
   }
 }
