@@ -4,6 +4,7 @@
     minibuild scan --models DIR --out OUT                 manifest only
     minibuild verify --models DIR --out OUT [--json F]    compare with onnxruntime
     minibuild size history|diff|estimate|calibrate ...    size reports (minibuild size --help)
+    minibuild query why|deps|kernels ...                  provenance and bytes (minibuild query --help)
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from . import __version__, platforms as platforms_mod
 from .errors import MinibuildError
 from .options import Options, parse_fix_dims, parse_input_shapes
 
-COMMANDS = ("build", "scan", "verify", "size")
+COMMANDS = ("build", "scan", "verify", "size", "query")
 
 
 def _common(p: argparse.ArgumentParser):
@@ -87,6 +88,9 @@ def parser(command: str) -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv.pop(0) if argv and argv[0] in COMMANDS else "build"
+    if command == "query":
+        from . import query
+        return query.main(argv)
     if command == "size":
         from . import size_cli
         return size_cli.main(argv)

@@ -30,6 +30,7 @@ class Entry:
     signatures: list[str]       # the signatures used, each "float32" / "float32,int64"
     used_by: list[tuple[str, str]] = field(default_factory=list)  # (model, node)
     where: list[tuple[str, int]] | None = None  # where each constraint's type is read (for onnxruntime's format)
+    origins: dict = field(default_factory=dict)  # (model, node) -> [(rewrite, original "Op name"), ...]
 
     @property
     def key(self):
@@ -81,7 +82,7 @@ class Manifest:
                     "domain": e.domain, "op": e.op, "opset": e.opset,
                     "types": e.types_by_constraint(),
                     "signatures": [dict(zip(e.constraints, sig.split(","))) for sig in e.signatures],
-                    "used_by": [{"model": m, "node": n} for m, n in e.used_by],
+                    "used_by": [_use(e, m, n) for m, n in e.used_by],
                 }
                 for e in self.entries
             ],
@@ -113,6 +114,13 @@ class Manifest:
         return [a, b]
 
 
+def _use(e: Entry, model: str, node: str) -> dict:
+    use = {"model": model, "node": node}
+    if (model, node) in e.origins:  # a rewrite made this node: the nodes it stands for
+        use["from"] = [{"node": orig, "rewrite": why} for why, orig in e.origins[(model, node)]]
+    return use
+
+
 def _ort_types(where: list[tuple[str, int]] | None, e: Entry) -> str:
     """onnxruntime's per-op type lists: {"inputs": {"N": [...]}, "outputs": {"N": [...]}}
     with each type constraint listed at the input or output it is read from."""
@@ -135,6 +143,8 @@ def build(models: list[ScannedModel], all_needs: list[NodeNeed]) -> Manifest:
         if n.signature not in e.signatures:
             e.signatures.append(n.signature)
         e.used_by.append((n.model, n.node))
+        if n.origins:
+            e.origins[(n.model, n.node)] = list(n.origins)
     entries = sorted(by_key.values(), key=lambda e: e.key)
     for e in entries:
         e.signatures.sort()

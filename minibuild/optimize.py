@@ -32,6 +32,8 @@ class Graph:
     value_info: dict = field(default_factory=dict)  # name -> (elem_type, shape tuple)
     opsets: dict = field(default_factory=dict)      # domain ("" for ai.onnx) -> version
     log: list = field(default_factory=list)         # what was rewritten, for the report
+    origins: dict = field(default_factory=dict)     # node name -> [(rewrite, original "Op name"), ...]: what
+                                                    # each rewritten node stands for (the manifest's provenance)
     versions: dict = field(default_factory=dict)    # node name -> since_version, for nodes a rewrite made
                                                     # from a newer opset than the model imports (Gelu 20)
 
@@ -56,6 +58,17 @@ class Graph:
         self.nodes.remove(node)
         self.touch()
         self.log.append(note)
+
+    def absorb(self, node_name: str, rewrite: str, originals: list) -> None:
+        """Record that `node_name` now also does the work of `originals` (nodes, which
+        may themselves have absorbed others): provenance for `minibuild query why`."""
+        record = self.origins.setdefault(node_name, [])
+        for n in originals:
+            if n.name == node_name and record:
+                continue  # already stands for itself and what it absorbed before
+            record.append((rewrite, f"{n.op_type} {n.name}"))
+            if n.name != node_name:
+                record.extend(r for r in self.origins.pop(n.name, []) if r not in record)
 
     def consumers(self, name: str) -> list:
         return list(self._uses().get(name, ()))
@@ -169,7 +182,20 @@ def from_model(model: onnx.ModelProto, source: str, fixed_dims: dict[str, int] |
 
 # --- constant folding -------------------------------------------------------------
 
+def _gather_elements(node, data, indices):
+    axis = _attr(node, "axis", 0)
+    return [np.take_along_axis(data, np.where(indices < 0, indices + data.shape[axis], indices), axis)]
+
+
+# Folded with numpy, not onnx's reference evaluator: its GatherElements goes through
+# np.choose, which takes at most 64 choices, so the position / token-type id gathers
+# exporters write over a 128-long buffer (BERT's embeddings) would not fold.
+_NUMPY_FOLDS = {"GatherElements": _gather_elements}
+
+
 def _eval_node(g: Graph, node) -> list[np.ndarray]:
+    if node.op_type in _NUMPY_FOLDS:
+        return _NUMPY_FOLDS[node.op_type](node, *(g.consts[name] for name in node.input))
     feeds = {name: g.consts[name] for name in node.input if name}
     ins = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for k, v in feeds.items()]
     outs = [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in node.output if o]
@@ -233,6 +259,9 @@ def _is_noop(g: Graph, node) -> bool:
         return not mask_used and len(node.input) < 3
     if node.op_type == "Sum" and len(node.input) == 1:
         return True
+    if node.op_type == "Cast" and node.input[0] in g.value_info:
+        # A cast to the type the value has already (wav2vec2's positional-conv output).
+        return g.value_info[node.input[0]][0] == _attr(node, "to")
     return False
 
 
@@ -280,6 +309,7 @@ def sum_to_add(g: Graph) -> bool:
                 last = k == len(node.input) - 2
                 res = node.output[0] if last else f"{node.output[0]}__sum{k}"
                 out.append(helper.make_node("Add", [acc, name], [res], name=f"{node.name}" if last else f"{node.name}__add{k}"))
+                g.absorb(out[-1].name, "Sum as a chain of Add", [node])
                 acc = res
             g.log.append(f"rewrote Sum {node.name} as Add")
             changed = True
@@ -337,6 +367,7 @@ def fold_batchnorm(g: Graph) -> bool:
         old_out = conv.output[0]
         conv.output[0] = bn.output[0]
         g.value_info.pop(old_out, None)
+        g.absorb(conv.name, "BatchNormalization folded into Conv", [conv, bn])
         g.drop(bn, f"folded BatchNormalization {bn.name} into Conv {conv.name}")
         changed = True
     return changed
@@ -406,6 +437,7 @@ def fold_affine(g: Graph) -> bool:
             node.input[1], node.input[2] = tag + "_s", tag + "_b"
         g.value_info.pop(node.output[0], None)
         node.output[0] = nxt.output[0]
+        g.absorb(node.name, f"{nxt.op_type} folded into {node.op_type}", [node, nxt])
         g.drop(nxt, f"folded {nxt.op_type} {nxt.name} into {node.op_type} {node.name}")
         changed = True
     return changed
@@ -451,6 +483,7 @@ def fuse_activations(g: Graph, available: set[tuple[str, str]]) -> bool:
             fused.attribute.append(helper.make_attribute("activation_params", spec[1]))
         g.nodes[g.nodes.index(base)] = fused
         g.value_info.pop(base.output[0], None)
+        g.absorb(fused.name, f"{base.op_type} + {act.op_type} fused into {fused_op}", [base, act])
         g.drop(act, f"fused {base.op_type} {base.name} + {act.op_type} {act.name} into {fused_op}")
         changed = True
     if changed:
@@ -509,6 +542,7 @@ def _replace_pattern(g: Graph, nodes: list, fused, since_version: int | None = N
     if since_version is not None:
         g.versions[fused.name] = since_version
     op = f"{domains.canonical(fused.domain)}.{fused.op_type}" if fused.domain else fused.op_type
+    g.absorb(fused.name, f"{' + '.join(dict.fromkeys(n.op_type for n in order))} fused into {op}", order)
     g.log.append(f"fused {' + '.join(f'{n.op_type} {n.name}' for n in order)} into {op} {fused.name}")
 
 

@@ -37,7 +37,9 @@ def _progress() -> Progress:
                     TimeElapsedColumn(), console=console, transient=True)
 
 
-def run_scan(opts: Options, registry: registry_mod.Registry | None = None) -> ScanResult:
+def run_scan(opts: Options, registry: registry_mod.Registry | None = None, select: bool = True) -> ScanResult:
+    """Scan, optimise and write the manifest; then (unless `select` is False, for
+    questions about a model set a build could not serve) fail on every missing kernel."""
     registry = registry or registry_mod.load()
     paths = scan.find_models(opts.models)
     models = []
@@ -45,12 +47,13 @@ def run_scan(opts: Options, registry: registry_mod.Registry | None = None) -> Sc
         task = progress.add_task("scan + optimise", total=len(paths))
         for p in paths:
             progress.update(task, description=f"scan + optimise {p.name}")
-            models.append(scan.scan_model(p, registry, opts.fixed_dims, opts.input_shapes))
+            models.append(scan.scan_model(p, registry, opts.fixed_dims, opts.input_shapes, root=opts.models))
             progress.advance(task)
     needs = [n for m in models for n in scan.needs(m, registry)]
     manifest = manifest_mod.build(models, needs)
     manifest.write(Path(opts.out) / "manifest")
-    manifest_mod.select(registry, models, needs)
+    if select:
+        manifest_mod.select(registry, models, needs)
     return ScanResult(registry, models, needs, manifest)
 
 

@@ -36,6 +36,7 @@ class NodeNeed:
     types: tuple[str, ...]        # its type signature: one element type per type constraint of the kernel
     constraints: tuple[str, ...]  # the constraint names ("T",) / ("T", "Tind"), in the registry's order
     where: tuple[tuple[str, int], ...] = ()  # where each constraint's type is read: ("input" | "output", index)
+    origins: tuple[tuple[str, str], ...] = ()  # (rewrite, original "Op name") a build-time rewrite made it from
 
     @property
     def signature(self) -> str:
@@ -315,5 +316,6 @@ def needs(model: ScannedModel, registry: Registry) -> list[NodeNeed]:
             types=tuple(value_dtype(g, node, where) for _, where in constraints),
             constraints=tuple(name for name, _ in constraints),
             where=tuple(w for _, w in constraints),
+            origins=tuple(g.origins.get(node.name, ())),
         ))
     return out

@@ -197,7 +197,7 @@ def _convert(model, path, registry, opts, seed):
 
 def verify_model(path: Path, minirt, registry, opts, seed: int, runs: int) -> ModelCheck:
     import onnxruntime as ort
-    original = onnx.load(str(path))
+    original = scan.read_model(path, root=opts.models)[0]  # external data only from inside the models folder
     model, n_random = randomize_constant_weights(original, seed)
     with_logits, added = expose_logits(model)
     try:
