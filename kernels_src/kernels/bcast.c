@@ -68,3 +68,83 @@ void mrt_bcast_run_f32(const mrt_bcast *p, const float *a, const float *b, float
     }
   }
 }
+
+MRT_PREPARE_CODE
+int mrt_bcastn_plan(mrt_bcastn *p, uint32_t nin, const mrt_tensor *const *in, const mrt_tensor *y,
+                    int exact) {
+  size_t n[MRT_MAX_DIMS];
+  unsigned char v[MRT_BCASTN_MAX_IN][MRT_MAX_DIMS]; /* 1 where input j varies */
+  uint32_t k = 0;
+  const uint32_t yn = y->ndim;
+  int empty = 0;
+  if (nin < 1 || nin > MRT_BCASTN_MAX_IN || yn > MRT_MAX_DIMS) return 0;
+  for (uint32_t j = 0; j < nin; j++)
+    if (in[j]->ndim > yn) return 0;
+  for (uint32_t i = 0; i < yn; i++) {
+    const int64_t yd = y->dims[i];
+    unsigned char cur[MRT_BCASTN_MAX_IN];
+    int some_equal = yd == 1;
+    for (uint32_t j = 0; j < nin; j++) {
+      const uint32_t an = in[j]->ndim;
+      const int64_t a = i + an >= yn ? in[j]->dims[i + an - yn] : 1; /* right-aligned */
+      if (a != yd && a != 1) return 0;
+      some_equal |= a == yd;
+      cur[j] = a != 1;
+    }
+    if (exact && !some_equal) return 0;
+    if (yd == 0) empty = 1;
+    if (yd == 1) continue;
+    int same = k > 0;
+    for (uint32_t j = 0; j < nin && same; j++) same = v[j][k - 1] == cur[j];
+    if (same) {
+      n[k - 1] *= (size_t)yd; /* same pattern as the outer neighbour: one flat dim */
+    } else {
+      n[k] = (size_t)yd;
+      for (uint32_t j = 0; j < nin; j++) v[j][k] = cur[j];
+      k++;
+    }
+  }
+  p->nin = nin;
+  if (empty) {
+    p->ndim = 0;
+    return 1;
+  }
+  if (k == 0) { /* all ones: a single element */
+    n[0] = 1;
+    for (uint32_t j = 0; j < nin; j++) v[j][0] = 1;
+    k = 1;
+  }
+  for (uint32_t j = 0; j < nin; j++) {
+    size_t r = 1;
+    for (uint32_t i = k; i-- > 0;) {
+      p->s[j][i] = v[j][i] ? r : 0;
+      if (v[j][i]) r *= n[i];
+    }
+  }
+  for (uint32_t i = 0; i < k; i++) p->n[i] = n[i];
+  p->ndim = k;
+  return 1;
+}
+
+void mrt_bcastn_run(const mrt_bcastn *p, const mrt_node *node, mrt_bcastn_row_fn row) {
+  const uint32_t k = p->ndim, nin = p->nin;
+  if (k == 0) return;
+  const size_t inner = p->n[k - 1];
+  size_t idx[MRT_MAX_DIMS] = {0};
+  size_t off[MRT_BCASTN_MAX_IN] = {0}, step[MRT_BCASTN_MAX_IN] = {0};
+  for (uint32_t j = 0; j < nin; j++) step[j] = p->s[j][k - 1];
+  size_t yoff = 0;
+  for (;;) {
+    row(node, inner, off, step, yoff);
+    yoff += inner;
+    uint32_t d = k - 1;
+    for (;;) { /* odometer over the outer dims */
+      if (d == 0) return;
+      d--;
+      for (uint32_t j = 0; j < nin; j++) off[j] += p->s[j][d];
+      if (++idx[d] < p->n[d]) break;
+      for (uint32_t j = 0; j < nin; j++) off[j] -= p->s[j][d] * p->n[d];
+      idx[d] = 0;
+    }
+  }
+}

@@ -32,4 +32,29 @@ int mrt_bcast_plan(mrt_bcast *p, const int64_t *ad, uint32_t an, const int64_t *
 void mrt_bcast_run_f32(const mrt_bcast *p, const float *a, const float *b, float *y,
                        mrt_bcast_row_fn row);
 
+
+/*
+ * The same plan for any element type and up to three inputs (Where, comparisons,
+ * logic ops, Expand). Strides are in elements of each input; the walk hands the
+ * row function every input's element offset and innermost stride (0 or 1) and the
+ * output's element offset, and the row function indexes its own typed pointers.
+ */
+#define MRT_BCASTN_MAX_IN 3
+
+typedef struct mrt_bcastn {
+  uint32_t ndim;                               /* collapsed rank; 0 means y is empty */
+  uint32_t nin;
+  size_t n[MRT_MAX_DIMS];
+  size_t s[MRT_BCASTN_MAX_IN][MRT_MAX_DIMS];   /* per input, 0 where broadcast */
+} mrt_bcastn;
+
+typedef void (*mrt_bcastn_row_fn)(const mrt_node *node, size_t n, const size_t *off,
+                                  const size_t *step, size_t yoff);
+
+/* Returns 0 when an input does not broadcast to y's shape, or (with `exact`) when
+ * y is larger than broadcast(inputs). 1 <= nin <= MRT_BCASTN_MAX_IN. */
+int mrt_bcastn_plan(mrt_bcastn *p, uint32_t nin, const mrt_tensor *const *in, const mrt_tensor *y,
+                    int exact);
+void mrt_bcastn_run(const mrt_bcastn *p, const mrt_node *node, mrt_bcastn_row_fn row);
+
 #endif /* MRT_BCAST_H */
