@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from . import build, manifest as manifest_mod, platforms, prepare, registry as registry_mod, toolchain
+from . import build, domains, manifest as manifest_mod, platforms, prepare, registry as registry_mod, toolchain
 
 _LIB = None
 _REGISTRY = None
@@ -57,14 +57,44 @@ def _session_lib():
     return _REGISTRY
 
 
+def constant_feeds(model: onnx.ModelProto, feeds: dict, registry: registry_mod.Registry) -> list[str]:
+    """The feeds a build would see as constants of the model, by what their consumers'
+    registry entries say: an input index an entry lists in `constant_inputs` (shapes,
+    axes, Expand's shape, Range's bounds). A type-family entry (`type_constraints`)
+    lists all of them, so its other inputs stay run-time data, whatever their type
+    (Gather's indices, Where's condition, Cast's input). For a one-type entry, an op
+    the registry lacks, or a feed no node reads, every non-float feed is a constant,
+    as shapes and axes are to the float32 kernels."""
+    uses = {name: [] for name in feeds}
+    for node in model.graph.node:
+        entry = registry.get(domains.canonical(node.domain), node.op_type)
+        for i, name in enumerate(node.input):
+            if name in uses:
+                uses[name].append((entry, i))
+    out = []
+    for name, value in feeds.items():
+        non_float = not np.issubdtype(np.asarray(value).dtype, np.floating)
+        if not uses[name]:
+            const = non_float
+        else:
+            const = False
+            for entry, i in uses[name]:
+                typed = entry is not None and any(k.family for k in entry.kernels.values())
+                const |= (entry is not None and i in entry.constant_inputs) or (non_float and not typed)
+        if const:
+            out.append(name)
+    return out
+
+
 def convert_model(model: onnx.ModelProto, feeds: dict, constant_inputs=None, registry=None) -> tuple[bytes, list]:
     """Optimise + convert `model` the way a build would. Inputs named in
-    `constant_inputs` (default: every non-float feed, e.g. shapes and axes) become
-    build-time constants. Returns the .mrt bytes and the remaining input names."""
+    `constant_inputs` become build-time constants (default: `constant_feeds`, what the
+    registry says its consumers need as constants). Returns the .mrt bytes and the
+    remaining input names."""
     registry = registry or registry_mod.load()
     model = onnx.ModelProto.FromString(model.SerializeToString())
     if constant_inputs is None:
-        constant_inputs = [k for k, v in feeds.items() if not np.issubdtype(np.asarray(v).dtype, np.floating)]
+        constant_inputs = constant_feeds(model, feeds, registry)
     init_names = {i.name for i in model.graph.initializer}
     for name in constant_inputs:
         if name in feeds and name not in init_names:
