@@ -3,9 +3,9 @@
  *
  * Conversions are those of numpy/onnxruntime for every in-range value, and defined
  * for every other one, since C leaves float -> int overflow undefined: a float
- * converted to an integer type truncates toward zero and saturates at the type's
- * range, NaN giving 0; to bool, anything non-zero (NaN too) is true; float16 goes
- * through float32 (half.h), rounding to nearest even. `saturate` (opset 19+) only
+ * converted to an integer type truncates toward zero to int64 (NaN giving 0, int64's
+ * range saturating) and narrower types wrap from there; to bool, anything non-zero
+ * (NaN too) is true; float16 goes through float32 (half.h), rounding to nearest even. `saturate` (opset 19+) only
  * concerns float8 targets, which minirt does not have; the output type comes from
  * the output tensor, so `to` needs no reading.
  */
@@ -32,39 +32,10 @@ typedef src_t mid_t;
 #endif
 #endif
 
-/* Integer targets of a float source: [LO, HI) is the range truncation maps into the type. */
-#if defined(MRT_T1_IS_int8)
-#define LO -128.0
-#define HI 128.0
-#define MAXV INT8_MAX
-#elif defined(MRT_T1_IS_uint8)
-#define LO 0.0
-#define HI 256.0
-#define MAXV UINT8_MAX
-#elif defined(MRT_T1_IS_int16)
-#define LO -32768.0
-#define HI 32768.0
-#define MAXV INT16_MAX
-#elif defined(MRT_T1_IS_uint16)
-#define LO 0.0
-#define HI 65536.0
-#define MAXV UINT16_MAX
-#elif defined(MRT_T1_IS_int32)
-#define LO -2147483648.0
-#define HI 2147483648.0
-#define MAXV INT32_MAX
-#elif defined(MRT_T1_IS_uint32)
-#define LO 0.0
-#define HI 4294967296.0
-#define MAXV UINT32_MAX
-#elif defined(MRT_T1_IS_int64)
-#define LO -9223372036854775808.0
-#define HI 9223372036854775808.0
-#define MAXV INT64_MAX
-#elif defined(MRT_T1_IS_uint64)
-#define LO 0.0
-#define HI 18446744073709551616.0
-#define MAXV UINT64_MAX
+#if defined(MRT_T1_IS_int8) || defined(MRT_T1_IS_uint8) || defined(MRT_T1_IS_int16) || \
+    defined(MRT_T1_IS_uint16) || defined(MRT_T1_IS_int32) || defined(MRT_T1_IS_uint32) || \
+    defined(MRT_T1_IS_int64) || defined(MRT_T1_IS_uint64)
+#define INT_TARGET 1
 #endif
 
 static inline dst_t convert(src_t v) {
@@ -73,9 +44,15 @@ static inline dst_t convert(src_t v) {
   return (dst_t)(m != 0);
 #elif defined(MRT_T1_IS_float16)
   return mrt_float_to_half((float)m);
-#elif defined(SRC_FLOAT) && defined(MAXV)
-  /* LO and HI are powers of two (or 0), exact in float and double. */
-  return m != m ? (dst_t)0 : m >= (mid_t)HI ? (dst_t)MAXV : m < (mid_t)LO ? (dst_t)LO : (dst_t)m;
+#elif defined(SRC_FLOAT) && defined(INT_TARGET)
+  /* Through int64, as onnxruntime's and numpy's conversions go on common CPUs (so
+   * -5.3 -> uint8 is 251); NaN -> 0 and int64's range saturates, which C leaves
+   * undefined. 2^63 is exact in float and double. */
+  const int64_t w = m != m ? 0 : m >= (mid_t)0x1p63 ? INT64_MAX : m < (mid_t)-0x1p63 ? INT64_MIN : (int64_t)m;
+#if defined(MRT_T1_IS_uint64)
+  if (m >= (mid_t)0x1p63) return m >= (mid_t)0x1p64 ? UINT64_MAX : (uint64_t)m;
+#endif
+  return (dst_t)w;
 #else
   return (dst_t)m;
 #endif
