@@ -138,6 +138,11 @@ def zig_env() -> dict:
     return env
 
 
+def actions_file(build_root: Path) -> Path:
+    """What the last SCons run spawned, one JSON line per command (SConstruct)."""
+    return Path(build_root) / "actions.jsonl"
+
+
 def run_scons(plans: list[dict], build_root: Path, jobs: int | None = None, verbose: bool = False,
               log=None) -> list[str]:
     """Run SCons on the plan; returns the lines it printed (each a step it ran)."""
@@ -147,7 +152,8 @@ def run_scons(plans: list[dict], build_root: Path, jobs: int | None = None, verb
                                             "tool_dir": str(resources.path("site_scons", "site_tools")),
                                             "targets": plans}, indent=1, sort_keys=True))
     cmd = [sys.executable, "-m", "SCons", "-Q", "-f", str(resources.path("SConstruct")),
-           f"--directory={build_root}", f"-j{jobs or os.cpu_count() or 1}", f"PLAN={plan_file}"]
+           f"--directory={build_root}", f"-j{jobs or os.cpu_count() or 1}", f"PLAN={plan_file}",
+           f"ACTIONS={actions_file(build_root)}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=zig_env())
     lines = []
     for line in proc.stdout:

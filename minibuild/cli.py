@@ -76,6 +76,8 @@ def parser(command: str) -> argparse.ArgumentParser:
                        "or $MINIBUILD_SIZE_HISTORY)")
         p.add_argument("--size-budget", metavar="BYTES|FILE", help="fail (exit 3) when the libraries exceed BYTES in "
                        "total, or the limits of a YAML FILE (docs/size_report.md)")
+        p.add_argument("--profile", type=Path, metavar="TRACE.json",
+                       help="write a Chrome trace of the build (every step and compile/link action) to this file")
         p.add_argument("--size-baseline", type=Path, metavar="REPORT.json",
                        help="compare with this size_report.json (default: the last build in the size history)")
     if command == "verify":
@@ -107,7 +109,7 @@ def main(argv=None) -> int:
                        android_package=getattr(args, "android_package", "ai.minibuild.minirt"),
                        android_prefab=getattr(args, "android_prefab", "separate"),
                        size_history=getattr(args, "size_history", None), size_budget=getattr(args, "size_budget", None),
-                       size_baseline=getattr(args, "size_baseline", None))
+                       size_baseline=getattr(args, "size_baseline", None), profile=getattr(args, "profile", None))
         if command == "scan":
             from .console import console
             from .pipeline import run_scan

@@ -29,6 +29,7 @@ class Options:
     size_history: Path | None = None     # SQLite size history (default OUT/size_history.sqlite; env MINIBUILD_SIZE_HISTORY)
     size_budget: str | None = None       # bytes (all libraries) or a YAML file of limits: see docs/size_report.md
     size_baseline: Path | None = None    # an earlier size_report.json to compare with (default: last build in the history)
+    profile: Path | None = None          # write a Chrome trace of the build here (minibuild/profile.py)
 
 
 def parse_fix_dims(values: list[str] | None) -> dict[str, int]:

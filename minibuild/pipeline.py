@@ -9,7 +9,8 @@ from pathlib import Path
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from . import build, codegen, manifest as manifest_mod, options as options_mod, platforms, prepare, registry as registry_mod, report, scan
+from . import build, codegen, manifest as manifest_mod, options as options_mod, platforms, prepare, profile as profile_mod, \
+    registry as registry_mod, report, scan
 from .console import console
 from .fsutil import write_if_changed
 from .options import Options
@@ -37,7 +38,8 @@ def _progress() -> Progress:
                     TimeElapsedColumn(), console=console, transient=True)
 
 
-def run_scan(opts: Options, registry: registry_mod.Registry | None = None, select: bool = True) -> ScanResult:
+def run_scan(opts: Options, registry: registry_mod.Registry | None = None, select: bool = True,
+             prof=profile_mod.NULL) -> ScanResult:
     """Scan, optimise and write the manifest; then (unless `select` is False, for
     questions about a model set a build could not serve) fail on every missing kernel."""
     registry = registry or registry_mod.load()
@@ -47,13 +49,16 @@ def run_scan(opts: Options, registry: registry_mod.Registry | None = None, selec
         task = progress.add_task("scan + optimise", total=len(paths))
         for p in paths:
             progress.update(task, description=f"scan + optimise {p.name}")
-            models.append(scan.scan_model(p, registry, opts.fixed_dims, opts.input_shapes, root=opts.models))
+            with prof.span(f"scan + optimise {p.name}", "scan", model=p.name):
+                models.append(scan.scan_model(p, registry, opts.fixed_dims, opts.input_shapes, root=opts.models))
             progress.advance(task)
-    needs = [n for m in models for n in scan.needs(m, registry)]
-    manifest = manifest_mod.build(models, needs)
-    manifest.write(Path(opts.out) / "manifest")
+    with prof.span("manifest", "manifest"):
+        needs = [n for m in models for n in scan.needs(m, registry)]
+        manifest = manifest_mod.build(models, needs)
+        manifest.write(Path(opts.out) / "manifest")
     if select:
-        manifest_mod.select(registry, models, needs)
+        with prof.span("select", "select"):
+            manifest_mod.select(registry, models, needs)
     return ScanResult(registry, models, needs, manifest)
 
 
@@ -65,15 +70,26 @@ def convert_models(result: ScanResult, out_dir: Path) -> dict[str, Path]:
 
 
 def run_build(opts: Options) -> BuildResult:
+    prof = profile_mod.Profile() if opts.profile else profile_mod.NULL
     t0 = time.monotonic()
+    try:
+        return _build(opts, prof, t0)
+    finally:
+        if opts.profile:
+            prof.write(opts.profile)
+            console.print(f"profile -> {opts.profile} (open in ui.perfetto.dev or chrome://tracing)", markup=False)
+
+
+def _build(opts: Options, prof, t0: float) -> BuildResult:
     names, wanted = options_mod.check(opts)  # unknown platform/ABI/option: nothing scanned or written yet
     out = Path(opts.out).resolve()
-    result = run_scan(opts)
+    result = run_scan(opts, prof=prof)
     console.print(f"[bold]manifest[/] {len(result.manifest.entries)} operator entries from "
                   f"{len(result.models)} model(s), hash {result.manifest.hash[:12]}")
     # codegen: the kernel table and config.h depend on the manifest only, so every target shares them.
     gen = out / "build" / "gen"
-    codegen.render(result.registry, result.manifest, gen, messages=opts.messages)
+    with prof.span("codegen", "codegen"):
+        codegen.render(result.registry, result.manifest, gen, messages=opts.messages)
     # A target two platforms share (python's wheels reuse linux's libraries) compiles once.
     targets = list({t.name: t for p in names for t in wanted[p]}.values())
     plans, builds = [], []
@@ -82,16 +98,35 @@ def run_build(opts: Options) -> BuildResult:
         plans.append(plan)
         builds.append(tb)
     console.print(f"[bold]compile[/] {len(targets)} target(s): {', '.join(t.name for t in targets)}")
-    steps = build.run_scons(plans, out / "build", opts.jobs, opts.verbose, log=lambda line: console.print(line, markup=False))
+    with prof.span("compile + link (SCons)", "compile", targets=[t.name for t in targets]):
+        steps = build.run_scons(plans, out / "build", opts.jobs, opts.verbose,
+                                log=lambda line: console.print(line, markup=False))
+    # SCons rewrites the action log only when it spawned something.
+    ran = 0 if not steps else prof.add_actions(build.actions_file(out / "build")) if opts.profile else None
     if not steps:
         console.print("  nothing to compile: everything is up to date")
-    model_files = convert_models(result, out / "models")
+    with prof.span("convert", "convert", models=len(result.models)):
+        model_files = convert_models(result, out / "models")
     outputs = {}
     for name in names:
         mine = {t.name for t in wanted[name]}
         ctx = platforms.PackageContext(opts, result, model_files, [b for b in builds if b.target.name in mine], out)
-        outputs[name] = platforms.get(name).package(ctx)
-    console.print(f"[bold]done[/] in {time.monotonic() - t0:.1f}s -> {out}")
+        with prof.span(f"package {name}", "package"):
+            outputs[name] = platforms.get(name).package(ctx)
     built = BuildResult(result, model_files, builds, steps, outputs)
-    report.write_reports(opts, built)  # raises report.budget.SizeBudgetError, after writing, when over budget
+    try:
+        with prof.span("size report", "report"):
+            report.write_reports(opts, built)  # raises report.budget.SizeBudgetError, after writing, when over budget
+    finally:
+        console.print(f"[bold]done[/] in {time.monotonic() - t0:.1f}s: {_action_summary(plans, out / 'build', ran)}"
+                      f" -> {out}")
     return built
+
+
+def _action_summary(plans: list[dict], build_root: Path, ran: int | None) -> str:
+    """"N actions run, M up to date": what SCons spawned out of what the plans declare."""
+    if ran is None:
+        path = build.actions_file(build_root)
+        ran = len(path.read_text().splitlines()) if path.is_file() else 0
+    total = sum(len(p["objects"]) + len(p["links"]) for p in plans)
+    return f"{ran} action(s) run, {max(total - ran, 0)} up to date"
