@@ -50,7 +50,15 @@ class ModelSpec:
     feeds: Callable                   # (numpy Generator) -> {input name: array}
     needs: tuple = ("torch",)         # modules the maker imports (tests skip without them)
     dynamo: bool = False
+    dynamic_axes: dict | None = None  # {input: {axis: dim name}}: exported dynamic, fixed by the build
     notes: str = ""
+
+    def fixed_dims(self) -> dict:
+        """The `--fix-dim NAME=N` a build of this model needs: each dynamic dim at
+        the size the test feeds have."""
+        feeds = self.feeds(np.random.default_rng(0))
+        return {name: int(feeds[inp].shape[axis]) for inp, axes in (self.dynamic_axes or {}).items()
+                for axis, name in axes.items()}
 
 
 # --- torch helpers -------------------------------------------------------------------
@@ -283,6 +291,10 @@ SPECS: dict[str, ModelSpec] = {s.name: s for s in [
     # transformer encoders (TorchScript exporter, opset 17)
     ModelSpec("bert_small", TRANSFORMER, _bert(10), ("input_ids", "attention_mask"),
               ("last_hidden_state", "pooler_output"), _text_feeds, HF),
+    ModelSpec("bert_small_dynamic_axes", TRANSFORMER, _bert(10), ("input_ids", "attention_mask"),
+              ("last_hidden_state", "pooler_output"), _text_feeds, HF,
+              dynamic_axes={k: {0: "batch", 1: "sequence"} for k in ("input_ids", "attention_mask")},
+              notes="dynamic batch and sequence, fixed with --fix-dim"),
     ModelSpec("distilbert_small", TRANSFORMER, _distilbert(11), ("input_ids", "attention_mask"),
               ("last_hidden_state",), _text_feeds, HF),
     ModelSpec("vit_small", TRANSFORMER, _vit(12), ("pixel_values",), ("logits",),
@@ -294,6 +306,10 @@ SPECS: dict[str, ModelSpec] = {s.name: s for s in [
     # the default exporter: dynamo=True, opset 18+, external data
     ModelSpec("bert_small_dynamo", DYNAMO, _bert(10), ("input_ids", "attention_mask"),
               ("last_hidden_state", "pooler_output"), _text_feeds, HF, dynamo=True),
+    ModelSpec("bert_small_dynamo_dynamic", DYNAMO, _bert(10), ("input_ids", "attention_mask"),
+              ("last_hidden_state", "pooler_output"), _text_feeds, HF, dynamo=True,
+              dynamic_axes={k: {1: "sequence"} for k in ("input_ids", "attention_mask")},
+              notes="dynamic sequence (torch.export.Dim), fixed with --fix-dim"),
     ModelSpec("vit_small_dynamo", DYNAMO, _vit(12), ("pixel_values",), ("logits",),
               _feeds_for("pixel_values", VIT_IMAGE), HF, dynamo=True),
     ModelSpec("distilbert_small_dynamo", DYNAMO, _distilbert(11), ("input_ids", "attention_mask"),
@@ -334,12 +350,18 @@ def export(spec: ModelSpec, path: Path) -> None:
     module, args = spec.make()
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
+        names = dict(input_names=list(spec.input_names), output_names=list(spec.output_names))
         if spec.dynamo:
-            torch.onnx.export(module, args, str(path), dynamo=True, external_data=True,
-                              input_names=list(spec.input_names), output_names=list(spec.output_names))
+            dims = {}
+            if spec.dynamic_axes:  # one torch.export.Dim per name; the module takes *args
+                shapes = tuple({axis: dims.setdefault(name, torch.export.Dim(name, min=2, max=1 << 16))
+                                for axis, name in spec.dynamic_axes.get(inp, {}).items()} or None
+                               for inp in spec.input_names)
+                names["dynamic_shapes"] = (shapes,)
+            torch.onnx.export(module, args, str(path), dynamo=True, external_data=True, **names)
         else:
             torch.onnx.export(module, args, str(path), dynamo=False, opset_version=TORCHSCRIPT_OPSET,
-                              input_names=list(spec.input_names), output_names=list(spec.output_names))
+                              dynamic_axes=spec.dynamic_axes, **names)
 
 
 def _version(dist: str) -> str:
