@@ -1,12 +1,16 @@
 /*
- * Pad, float32: constant, edge, reflect and wrap modes, negative pads (crops)
- * included. Pads come from attributes (opset < 11) or a constant input
- * (opset 11+, with optional axes from 18). Not a hot op: rows of the last dim
- * are memcpy'd, everything else is index mapping.
+ * Pad, every element type: constant, edge, reflect and wrap modes, negative
+ * pads (crops) included. Pads come from attributes (opset < 11) or a constant
+ * input (opset 11+, with optional axes from 18). Not a hot op: rows of the last
+ * dim are memcpy'd, everything else is index mapping. Only the constant's bits
+ * depend on the type, so there is one object per element size (registry
+ * `instantiate: size`), T the unsigned type of that size.
  */
 #include "kcommon.h"
 
-#if defined(MRT_TYPE_float32) && defined(MRT_OP_Pad)
+#if defined(MRT_OP_Pad)
+
+typedef MRT_T0 T;
 
 enum { PAD_CONSTANT, PAD_EDGE, PAD_REFLECT, PAD_WRAP };
 
@@ -15,7 +19,7 @@ typedef struct pad_params {
   /* Negative pads crop first (as onnxruntime): per axis the padded source is
    * input[lo, lo + n), and pb >= 0 positions of padding go before it. */
   int64_t in[MRT_MAX_DIMS], out[MRT_MAX_DIMS], lo[MRT_MAX_DIMS], n[MRT_MAX_DIMS], pb[MRT_MAX_DIMS];
-  float value;
+  T value;                   /* the constant's bits */
   const mrt_tensor *value_t; /* non-constant constant_value, read at run */
 } pad_params;
 
@@ -40,11 +44,42 @@ static int64_t pad_map(int64_t i, int64_t n, uint32_t mode) {
   }
 }
 
+/* The `value` attribute (opset < 11) is a float; Pad-2 takes float types only,
+ * so an object's element size says which one. */
 MRT_PREPARE_CODE
-mrt_status mrt_pad_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
-  mrt_status st = mrt_check_xy(ctx, node, 1, 4, 1, MRT_DTYPE_FLOAT32);
+static T pad_value_bits(float f) {
+  T v = 0;
+#if defined(MRT_T0_IS_uint32)
+  memcpy(&v, &f, sizeof v);
+#elif defined(MRT_T0_IS_uint64)
+  const double d = f;
+  memcpy(&v, &d, sizeof v);
+#elif defined(MRT_T0_IS_uint16)
+  /* float32 -> float16, rounding to nearest even. */
+  uint32_t b;
+  memcpy(&b, &f, sizeof b);
+  const uint32_t sign = b >> 16 & 0x8000u, m = b & 0x7fffffu;
+  const int32_t e = (int32_t)(b >> 23 & 0xffu) - 127 + 15;
+  if ((b >> 23 & 0xffu) == 0xffu) return (T)(sign | 0x7c00u | (m ? 0x200u : 0u));
+  if (e >= 31) return (T)(sign | 0x7c00u);
+  if (e < -10) return (T)sign;
+  const uint32_t mm = e > 0 ? m : m | 0x800000u, shift = e > 0 ? 13u : (uint32_t)(14 - e);
+  uint32_t h = (e > 0 ? (uint32_t)e << 10 : 0u) | mm >> shift;
+  const uint32_t rem = mm & ((1u << shift) - 1), half = 1u << (shift - 1);
+  if (rem > half || (rem == half && (h & 1u))) h++;
+  v = (T)(sign | h);
+#else
+  MRT_UNUSED(f);
+#endif
+  return v;
+}
+
+MRT_PREPARE_CODE
+mrt_status MRT_KERNEL(mrt_pad_prepare)(mrt_node *node, mrt_ctx *ctx) {
+  mrt_status st = mrt_check_arity(ctx, node, 1, 4, 1, 1);
   if (st) return st;
   const mrt_tensor *x = node->inputs[0], *y = node->outputs[0];
+  if ((st = mrt_check_dtype(ctx, node, y, x->dtype))) return st;
   const uint32_t r = x->ndim;
   pad_params *p = mrt_ctx_alloc(ctx, sizeof *p);
   if (!p) return mrt_ctx_error(ctx, node, MRT_STATUS_OUT_OF_MEMORY, "out of memory");
@@ -63,7 +98,7 @@ mrt_status mrt_pad_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
       return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "pads needs %u values, has %u",
                            2 * r, n);
     for (uint32_t i = 0; i < n; i++) pads[i] = v[i];
-    p->value = mrt_attr_float(node, "value", 0.0f);
+    p->value = pad_value_bits(mrt_attr_float(node, "value", 0.0f));
   } else {
     const mrt_tensor *pt = mrt_in(node, 1), *vt = mrt_in(node, 2), *at = mrt_in(node, 3);
     if (!mrt_const_ints_ok(pt) || (at && !mrt_const_ints_ok(at)))
@@ -79,11 +114,11 @@ mrt_status mrt_pad_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
       pads[a] = mrt_int_at(pt, i), pads[a + r] = mrt_int_at(pt, i + na);
     }
     if (vt) {
-      if ((st = mrt_check_dtype(ctx, node, vt, MRT_DTYPE_FLOAT32))) return st;
+      if ((st = mrt_check_dtype(ctx, node, vt, x->dtype))) return st;
       if (vt->count != 1)
         return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "constant_value must be a scalar");
       if (vt->is_constant && vt->data)
-        p->value = *(const float *)vt->data;
+        memcpy(&p->value, vt->data, sizeof p->value);
       else
         p->value_t = vt;
     }
@@ -110,12 +145,12 @@ mrt_status mrt_pad_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   return MRT_STATUS_OK;
 }
 
-void mrt_pad_run_f32(const mrt_node *node, void *scratch) {
+void MRT_KERNEL(mrt_pad_run)(const mrt_node *node, void *scratch) {
   MRT_UNUSED(scratch);
   const pad_params *p = node->params;
-  const float *x = node->inputs[0]->data;
-  float *y = node->outputs[0]->data;
-  const float value = p->value_t ? *(const float *)p->value_t->data : p->value;
+  const T *x = node->inputs[0]->data;
+  T *y = node->outputs[0]->data;
+  const T value = p->value_t ? *(const T *)p->value_t->data : p->value;
   const uint32_t k = p->ndim;
   const int64_t win = p->n[k - 1], wout = p->out[k - 1], pb = p->pb[k - 1];
   if (node->outputs[0]->count == 0) return;
@@ -137,7 +172,7 @@ void mrt_pad_run_f32(const mrt_node *node, void *scratch) {
     if (!hit) {
       for (int64_t o = 0; o < wout; o++) y[o] = value;
     } else {
-      const float *row = x + off + p->lo[k - 1];
+      const T *row = x + off + p->lo[k - 1];
       for (int64_t o = 0; o < m0; o++) {
         const int64_t i = pad_map(o - pb, win, p->mode);
         y[o] = i < 0 ? value : row[i];

@@ -1,0 +1,57 @@
+/*
+ * One element size's strided copy (see strided.h), included by strided.c once
+ * per size with MRT_VIEW_T (the unsigned C type of that size) and
+ * MRT_VIEW_COPY_FN (the function's name) defined.
+ */
+#define MRT_VIEW_ROWS_FN MRT_CAT(MRT_VIEW_COPY_FN, _rows)
+
+/* The last two dims: rows of `cols` elements. Unit-stride rows are memcpy; other
+ * rows are a 2-D transpose, done in tiles so reads and writes both stay in cache. */
+static void MRT_VIEW_ROWS_FN(size_t rows, ptrdiff_t sr, size_t cols, ptrdiff_t sc,
+                             const MRT_VIEW_T *x, MRT_VIEW_T *y) {
+  if (sc == 1) {
+    for (size_t r = 0; r < rows; r++) memcpy(y + r * cols, x + (ptrdiff_t)r * sr, cols * sizeof *y);
+    return;
+  }
+  enum { T = 16 };
+  for (size_t r0 = 0; r0 < rows; r0 += T) {
+    const size_t r1 = r0 + T < rows ? r0 + T : rows;
+    for (size_t c0 = 0; c0 < cols; c0 += T) {
+      const size_t c1 = c0 + T < cols ? c0 + T : cols;
+      for (size_t r = r0; r < r1; r++) {
+        const MRT_VIEW_T *xr = x + (ptrdiff_t)r * sr;
+        MRT_VIEW_T *yr = y + r * cols;
+        for (size_t c = c0; c < c1; c++) yr[c] = xr[(ptrdiff_t)c * sc];
+      }
+    }
+  }
+}
+
+void MRT_VIEW_COPY_FN(const mrt_view *v, const void *xv, void *yv) {
+  const MRT_VIEW_T *x = xv;
+  MRT_VIEW_T *y = yv;
+  const uint32_t k = v->ndim;
+  if (v->n[k - 1] == 0) return;
+  if (k == 1) {
+    MRT_VIEW_ROWS_FN(1, 0, v->n[0], v->s[0], x, y);
+    return;
+  }
+  const size_t rows = v->n[k - 2], cols = v->n[k - 1], block = rows * cols;
+  size_t idx[MRT_MAX_DIMS] = {0};
+  ptrdiff_t off = 0;
+  for (;;) {
+    MRT_VIEW_ROWS_FN(rows, v->s[k - 2], cols, v->s[k - 1], x + off, y);
+    y += block;
+    uint32_t d = k - 2;
+    for (;;) {
+      if (d == 0) return;
+      d--;
+      off += v->s[d];
+      if (++idx[d] < v->n[d]) break;
+      off -= v->s[d] * (ptrdiff_t)v->n[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+#undef MRT_VIEW_ROWS_FN
