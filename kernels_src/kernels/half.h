@@ -30,27 +30,21 @@ static inline float mrt_half_to_float(uint16_t h) {
 }
 
 /* Round to nearest, ties to even (as numpy and onnxruntime); overflow gives Inf,
- * NaN stays a (quiet) NaN. */
+ * NaN stays a (quiet) NaN. Every case is computed and the right one selected, so a
+ * loop over it has no branch and vectorises. */
 static inline uint16_t mrt_float_to_half(float f) {
   const uint32_t x = mrt_f32_bits(f);
-  const uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
   const uint32_t ax = x & 0x7fffffffu;
-  uint16_t r;
-  if (ax > 0x7f800000u) {
-    r = (uint16_t)(0x7e00 | ((ax >> 13) & 0x3ff));          /* NaN */
-  } else if (ax >= 0x477ff000u) {
-    r = 0x7c00;                                            /* >= 65520 rounds to Inf */
-  } else if (ax < 0x38800000u) {
-    /* Below 2^-14: a subnormal half. Adding 0.5 puts the value's 2^-24 units in the
-     * low mantissa bits, rounded by the FPU itself (nearest even). */
-    r = (uint16_t)(mrt_f32_bits(mrt_f32_from_bits(ax) + 0.5f) - 0x3f000000u);
-  } else {
-    /* Rebias the exponent and round the 13 dropped bits to nearest even; a carry
-     * out of the mantissa correctly bumps the exponent. */
-    const uint32_t odd = (ax >> 13) & 1u;
-    r = (uint16_t)((ax - 0x38000000u + 0x0fffu + odd) >> 13);
-  }
-  return (uint16_t)(r | sign);
+  /* Normal: rebias the exponent (127 -> 15) and round the 13 dropped bits to nearest
+   * even; a carry out of the mantissa correctly bumps the exponent. */
+  const uint32_t normal = (ax - 0x38000000u + 0x0fffu + ((ax >> 13) & 1u)) >> 13;
+  /* Below 2^-14, a subnormal half: adding 0.5 puts the value's 2^-24 units in the low
+   * mantissa bits, rounded by the FPU itself (nearest even). */
+  const uint32_t sub = mrt_f32_bits(mrt_f32_from_bits(ax) + 0.5f) - 0x3f000000u;
+  uint32_t r = ax < 0x38800000u ? sub : normal;
+  r = ax >= 0x477ff000u ? 0x7c00u : r;                             /* >= 65520 rounds to Inf */
+  r = ax > 0x7f800000u ? (0x7e00u | ((ax >> 13) & 0x3ffu)) : r;    /* NaN */
+  return (uint16_t)(r | ((x >> 16) & 0x8000u));
 }
 
 #endif /* MRT_HALF_H */

@@ -15,9 +15,15 @@
 
 typedef MRT_T1 elem;
 
-/* SC, SX, SY: compile-time strides (0 or 1) of condition, X and Y in the row. */
-#define WHERE_LOOP(SC, SX, SY)                                               \
-  for (size_t i = 0; i < n; i++) y[i] = c[i * (SC)] ? x[i * (SX)] : v[i * (SY)]
+/* SC, SX, SY: compile-time strides (0 or 1) of condition, X and Y in the row.
+ * Both values are loaded and blended through a mask (elem is unsigned: the size
+ * instantiation), so the loop has no branch and vectorises; `c ? x : y` would load
+ * only one of them and stay scalar. */
+#define WHERE_LOOP(SC, SX, SY)                                                  \
+  for (size_t i = 0; i < n; i++) {                                              \
+    const elem m = (elem)0 - (elem)(c[i * (SC)] != 0);                          \
+    y[i] = (elem)((x[i * (SX)] & m) | (v[i * (SY)] & (elem)~m));                \
+  }
 
 static void where_row(const mrt_node *node, size_t n, const size_t *off, const size_t *step,
                       size_t yoff) {
