@@ -16,13 +16,16 @@ from pathlib import Path
 
 from . import __version__, platforms as platforms_mod
 from .errors import MinibuildError
+from . import workspace as workspace_mod
 from .options import Options, parse_fix_dims, parse_input_shapes
 
 COMMANDS = ("build", "scan", "verify", "size", "query")
 
 
-def _common(p: argparse.ArgumentParser):
-    p.add_argument("--models", required=True, type=Path, help="folder of .onnx models (searched recursively)")
+def _common(p: argparse.ArgumentParser, command: str):
+    p.add_argument("--models", required=command != "build", type=Path,
+                   help="folder of .onnx models (searched recursively)"
+                   + ("; without it, the targets of the workspace file are built" if command == "build" else ""))
     p.add_argument("--out", type=Path, default=Path("minibuild-out"), help="output folder (default: minibuild-out)")
     p.add_argument("--fix-dim", action="append", metavar="NAME=N", help="give a symbolic dimension a size (repeatable)")
     p.add_argument("--input-shape", action="append", metavar="INPUT=D0,D1,...", help="set an input's shape (repeatable)")
@@ -56,7 +59,7 @@ def parser(command: str) -> argparse.ArgumentParser:
                                 description=DESCRIPTIONS[command], epilog=_platforms_epilog(),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"minibuild {__version__}")
-    _common(p)
+    _common(p, command)
     if command in ("build", "verify"):
         p.add_argument("--platform", default="linux",
                        help=f"{', '.join(platforms_mod.ALL)}, a comma list, or 'all' (default: linux)")
@@ -72,6 +75,10 @@ def parser(command: str) -> argparse.ArgumentParser:
                        help="Android: the prefab package (C/C++ via CMake) in its own AAR, NAME-prefab-VERSION.aar "
                        "(separate, default), inside the main AAR (bundled), or not at all (none)")
     if command == "build":
+        p.add_argument("names", nargs="*", metavar="TARGET",
+                       help="workspace targets to build (default: all); only without --models")
+        p.add_argument("--workspace", type=Path, metavar="FILE",
+                       help=f"the workspace file (default: ./{workspace_mod.FILE_NAME} when there is one)")
         p.add_argument("--size-history", type=Path, help="SQLite size history (default OUT/size_history.sqlite, "
                        "or $MINIBUILD_SIZE_HISTORY)")
         p.add_argument("--size-budget", metavar="BYTES|FILE", help="fail (exit 3) when the libraries exceed BYTES in "
@@ -99,6 +106,11 @@ def main(argv=None) -> int:
     args = parser(command).parse_args(argv)
     from .console import print_error
     try:
+        if command == "build" and args.models is None:
+            return _build_workspace(args)
+        if getattr(args, "names", None):
+            raise MinibuildError(f"target names ({', '.join(args.names)}) are for workspace builds; "
+                                 "leave out --models to build the targets of minibuild.yaml")
         platforms = [p for p in getattr(args, "platform", "linux").split(",") if p]
         opts = Options(models=args.models, out=args.out, platforms=platforms, abis=getattr(args, "abi", None),
                        fixed_dims=parse_fix_dims(args.fix_dim), input_shapes=parse_input_shapes(args.input_shape),
@@ -129,6 +141,28 @@ def main(argv=None) -> int:
     except ValueError as e:
         print_error(str(e))
         return 2
+    return 0
+
+
+def _build_workspace(args) -> int:
+    from .pipeline import run_builds
+    path = workspace_mod.find(args.workspace)
+    if path is None:
+        raise MinibuildError(f"no --models and no {workspace_mod.FILE_NAME} here: give --models DIR, "
+                             f"or --workspace FILE, or run where a {workspace_mod.FILE_NAME} is")
+    from . import options as options_mod
+    ws = workspace_mod.load(path)
+    chosen = ws.select(args.names)
+    for name, opts in chosen.items():  # the command line's own options apply to every target
+        opts.jobs = args.jobs or opts.jobs
+        opts.verbose = args.verbose
+        if args.no_messages:
+            opts.messages = False
+        try:
+            options_mod.check(opts)
+        except ValueError as e:
+            raise MinibuildError(f"{path}: targets.{name}: {e}") from None
+    run_builds(list(chosen.values()), profile=args.profile, build_root=ws.out / ".build", labels=list(chosen))
     return 0
 
 

@@ -30,6 +30,7 @@ class Options:
     size_budget: str | None = None       # bytes (all libraries) or a YAML file of limits: see docs/size_report.md
     size_baseline: Path | None = None    # an earlier size_report.json to compare with (default: last build in the history)
     profile: Path | None = None          # write a Chrome trace of the build here (minibuild/profile.py)
+    model_files: list[Path] | None = None  # the models, when a glob chose them (else every .onnx under `models`)
 
 
 def parse_fix_dims(values: list[str] | None) -> dict[str, int]:

@@ -43,7 +43,7 @@ def run_scan(opts: Options, registry: registry_mod.Registry | None = None, selec
     """Scan, optimise and write the manifest; then (unless `select` is False, for
     questions about a model set a build could not serve) fail on every missing kernel."""
     registry = registry or registry_mod.load()
-    paths = scan.find_models(opts.models)
+    paths = scan.find_models(opts.models, opts.model_files)
     models = []
     with _progress() as progress:
         task = progress.add_task("scan + optimise", total=len(paths))
@@ -70,22 +70,64 @@ def convert_models(result: ScanResult, out_dir: Path) -> dict[str, Path]:
 
 
 def run_build(opts: Options) -> BuildResult:
-    prof = profile_mod.Profile() if opts.profile else profile_mod.NULL
+    return run_builds([opts], profile=opts.profile)[0]
+
+
+def run_builds(all_opts: list[Options], profile: Path | None = None, build_root: Path | None = None,
+               labels: list[str] | None = None) -> list[BuildResult]:
+    """Build several option sets (a workspace's targets) in one SCons graph: every
+    target is checked before anything is scanned, scanned and planned, then all
+    compile and link actions run in one parallel SCons run (its state in
+    `build_root`, default the only target's OUT/build), then each is packaged and
+    reported into its own output folder."""
+    prof = profile_mod.Profile() if profile else profile_mod.NULL
     t0 = time.monotonic()
     try:
-        return _build(opts, prof, t0)
+        checked = [options_mod.check(o) for o in all_opts]  # nothing scanned or written yet
+        staged = [_stage(o, names, wanted, prof, label)
+                  for o, (names, wanted), label in zip(all_opts, checked, labels or [None] * len(all_opts))]
+        root = Path(build_root).resolve() if build_root else staged[0].out / "build"
+        plans = [p for st in staged for p in st.plans]
+        console.print(f"[bold]compile[/] {len(plans)} target(s): {', '.join(p['name'] for p in plans)}")
+        with prof.span("compile + link (SCons)", "compile", targets=[p["name"] for p in plans]):
+            steps = build.run_scons(plans, root, all_opts[0].jobs, all_opts[0].verbose,
+                                    log=lambda line: console.print(line, markup=False))
+        # SCons rewrites the action log only when it spawned something.
+        ran = 0 if not steps else prof.add_actions(build.actions_file(root)) if profile else None
+        if not steps:
+            console.print("  nothing to compile: everything is up to date")
+        results = []
+        try:
+            for st in staged:
+                results.append(_finish(st, steps, prof))
+        finally:
+            console.print(f"[bold]done[/] in {time.monotonic() - t0:.1f}s: {_action_summary(plans, root, ran)}"
+                          f" -> {', '.join(str(st.out) for st in staged)}")
+        return results
     finally:
-        if opts.profile:
-            prof.write(opts.profile)
-            console.print(f"profile -> {opts.profile} (open in ui.perfetto.dev or chrome://tracing)", markup=False)
+        if profile:
+            prof.write(profile)
+            console.print(f"profile -> {profile} (open in ui.perfetto.dev or chrome://tracing)", markup=False)
 
 
-def _build(opts: Options, prof, t0: float) -> BuildResult:
-    names, wanted = options_mod.check(opts)  # unknown platform/ABI/option: nothing scanned or written yet
+@dataclass
+class _Staged:
+    opts: Options
+    out: Path
+    names: list[str]
+    wanted: dict
+    result: ScanResult
+    plans: list[dict]
+    builds: list[build.TargetBuild]
+
+
+def _stage(opts: Options, names, wanted, prof, label: str | None = None) -> _Staged:
+    """scan -> manifest -> select -> codegen -> plan, for one option set."""
     out = Path(opts.out).resolve()
-    result = run_scan(opts, prof=prof)
-    console.print(f"[bold]manifest[/] {len(result.manifest.entries)} operator entries from "
-                  f"{len(result.models)} model(s), hash {result.manifest.hash[:12]}")
+    with prof.span(f"target {label}" if label else "scan", "target"):
+        result = run_scan(opts, prof=prof)
+    console.print(f"[bold]manifest[/]{' ' + label if label else ''} {len(result.manifest.entries)} operator entries "
+                  f"from {len(result.models)} model(s), hash {result.manifest.hash[:12]}")
     # codegen: the kernel table and config.h depend on the manifest only, so every target shares them.
     gen = out / "build" / "gen"
     with prof.span("codegen", "codegen"):
@@ -95,31 +137,27 @@ def _build(opts: Options, prof, t0: float) -> BuildResult:
     plans, builds = [], []
     for t in targets:
         plan, tb = build.plan_target(t, result.registry, result.manifest, out / "build", gen=gen)
+        if label:
+            plan["name"] = f"{label}/{plan['name']}"
         plans.append(plan)
         builds.append(tb)
-    console.print(f"[bold]compile[/] {len(targets)} target(s): {', '.join(t.name for t in targets)}")
-    with prof.span("compile + link (SCons)", "compile", targets=[t.name for t in targets]):
-        steps = build.run_scons(plans, out / "build", opts.jobs, opts.verbose,
-                                log=lambda line: console.print(line, markup=False))
-    # SCons rewrites the action log only when it spawned something.
-    ran = 0 if not steps else prof.add_actions(build.actions_file(out / "build")) if opts.profile else None
-    if not steps:
-        console.print("  nothing to compile: everything is up to date")
-    with prof.span("convert", "convert", models=len(result.models)):
-        model_files = convert_models(result, out / "models")
+    return _Staged(opts, out, names, wanted, result, plans, builds)
+
+
+def _finish(st: _Staged, steps: list[str], prof) -> BuildResult:
+    """convert -> package -> report, for one option set whose libraries are built."""
+    with prof.span("convert", "convert", models=len(st.result.models)):
+        model_files = convert_models(st.result, st.out / "models")
     outputs = {}
-    for name in names:
-        mine = {t.name for t in wanted[name]}
-        ctx = platforms.PackageContext(opts, result, model_files, [b for b in builds if b.target.name in mine], out)
+    for name in st.names:
+        mine = {t.name for t in st.wanted[name]}
+        ctx = platforms.PackageContext(st.opts, st.result, model_files, [b for b in st.builds if b.target.name in mine],
+                                       st.out)
         with prof.span(f"package {name}", "package"):
             outputs[name] = platforms.get(name).package(ctx)
-    built = BuildResult(result, model_files, builds, steps, outputs)
-    try:
-        with prof.span("size report", "report"):
-            report.write_reports(opts, built)  # raises report.budget.SizeBudgetError, after writing, when over budget
-    finally:
-        console.print(f"[bold]done[/] in {time.monotonic() - t0:.1f}s: {_action_summary(plans, out / 'build', ran)}"
-                      f" -> {out}")
+    built = BuildResult(st.result, model_files, st.builds, steps, outputs)
+    with prof.span("size report", "report"):
+        report.write_reports(st.opts, built)  # raises report.budget.SizeBudgetError, after writing, when over budget
     return built
 
 

@@ -59,11 +59,17 @@ class NodeNeed:
         return "types " + ", ".join(f"{c}={t}" for c, t in zip(self.constraints, self.types))
 
 
-def find_models(models_dir: Path) -> list[Path]:
+def find_models(models_dir: Path, files: list[Path] | None = None) -> list[Path]:
+    """Every .onnx file under `models_dir` (or exactly `files`, all inside it, when a
+    workspace glob chose them), with unique names."""
     models_dir = Path(models_dir)
     if not models_dir.is_dir():
         raise ModelError(f"{models_dir}: not a folder; pass the folder holding your .onnx files with --models")
-    paths = sorted(p for p in models_dir.rglob("*.onnx") if p.is_file())
+    if files is not None:
+        outside = [str(f) for f in files if models_dir.resolve() not in Path(f).resolve().parents]
+        if outside:
+            raise ModelError(f"{', '.join(outside)}: not inside the models folder {models_dir}")
+    paths = sorted(Path(p) for p in files) if files is not None else sorted(p for p in models_dir.rglob("*.onnx") if p.is_file())
     if not paths:
         raise ModelError(f"{models_dir}: no .onnx files found")
     names = {}
