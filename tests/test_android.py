@@ -16,7 +16,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from minibuild import archive, build, pipeline, resources, toolchain
+from minibuild import archive, build, pipeline, registry as registry_mod, resources, toolchain
 from minibuild.platforms import android
 
 pytest.importorskip("elftools")
@@ -133,6 +133,42 @@ def prefab_aar(android_build):
     return _read_zip(out / "dist" / f"{NAME}-prefab-{VERSION}.aar")
 
 
+def build_runners(models: Path, out: Path, keys=tuple(android.VERIFY_TARGETS), registry=None):
+    """Scan MODELS, convert them, and build the VERIFY_TARGETS named by `keys` on their
+    manifest (the qemu ones: mrt_run, static musl, the Android ABIs' ISA flags).
+    Returns ({model: .mrt path}, {key: executable or library path}, scan result)."""
+    res = pipeline.run_scan(pipeline.Options(models=models, out=out), registry=registry)
+    mrt = pipeline.convert_models(res, out / "models")
+    plans, outs = [], {}
+    for key in keys:
+        plan, tb = build.plan_target(android.VERIFY_TARGETS[key], res.registry, res.manifest, out / "build")
+        plans.append(plan)
+        outs[key] = tb.library
+    build.run_scons(plans, out / "build")
+    return mrt, outs, res
+
+
+def qemu_for(arch: str) -> str:
+    qemu = shutil.which(android.VERIFY_TARGETS[arch].extra["qemu"])
+    if not qemu:
+        pytest.skip("qemu-user-static is not installed (.ci/setup-android.sh installs it)")
+    return qemu
+
+
+def run_under_qemu(arch: str, runner: Path, mrt: Path, inputs: list, tmp: Path, timeout: float = 120) -> list[bytes]:
+    """Run the mrt_run executable of `arch` on `inputs` (arrays, in the model's input
+    order) under qemu-user; returns each output's raw bytes."""
+    files = []
+    for k, x in enumerate(inputs):
+        files.append(tmp / f"in{k}.bin")
+        np.ascontiguousarray(x).tofile(files[-1])
+    proc = subprocess.run([qemu_for(arch), str(runner), str(mrt), *map(str, files), "-o", str(tmp / "out")],
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{arch}: exit {proc.returncode}\n{proc.stdout}{proc.stderr}"
+    n = len(proc.stdout.splitlines())
+    return [(tmp / f"out{k}.bin").read_bytes() for k in range(n)]
+
+
 @pytest.fixture(scope="module")
 def verify_build(tmp_path_factory):
     """The same sources for qemu-user (static musl aarch64 / armv7) and for the host
@@ -142,15 +178,7 @@ def verify_build(tmp_path_factory):
     models.mkdir()
     onnx.save(mobilenet_like(), models / "mnv2.onnx")
     onnx.save(misc_model(), models / "misc.onnx")
-    opts = pipeline.Options(models=models, out=root / "out")
-    res = pipeline.run_scan(opts)
-    mrt = pipeline.convert_models(res, root / "out" / "models")
-    plans, outs = [], {}
-    for key, target in android.VERIFY_TARGETS.items():
-        plan, tb = build.plan_target(target, res.registry, res.manifest, root / "out" / "build")
-        plans.append(plan)
-        outs[key] = tb.library
-    build.run_scons(plans, root / "out" / "build")
+    mrt, outs, _ = build_runners(models, root / "out")
     return root, models, mrt, outs
 
 
@@ -386,6 +414,11 @@ def test_unstripped_library_kept_for_the_size_report(android_build):
 
 # --------------------------------------------------------------------------- sizes
 
+# MobileNetV2's op set, release 0.1.0 (commit d827fd9): stripped .so per ABI and the Java AAR.
+RELEASE_0_1_0_SO_BYTES = {"arm64-v8a": 40992, "armeabi-v7a": 35180, "x86": 45908, "x86_64": 54288}
+RELEASE_0_1_0_AAR_BYTES = 110561
+
+
 def test_sizes_json_and_the_bar(android_build, aar, prefab_aar):
     out, _ = android_build
     sizes = json.loads((out / "dist" / "android-sizes.json").read_text())
@@ -401,6 +434,13 @@ def test_sizes_json_and_the_bar(android_build, aar, prefab_aar):
     # The bar for MobileNetV2's op set: arm64 library < 64 KB, the AAR with four ABIs < 150 KB.
     assert sizes["abis"]["arm64-v8a"]["so_bytes"] < 64 * 1024
     assert sizes["aar"]["bytes"] < 150 * 1024
+    # ... and less than 1 % above release 0.1.0 (this op set is exactly MobileNetV2's, so
+    # the libraries are those of examples/make_mobilenet_v2.py's model). Kernels a model
+    # set does not use cost nothing (test_kernels_a_model_set_does_not_use_cost_nothing);
+    # this catches growth of the runtime core and the kernels it does use.
+    for abi, before in RELEASE_0_1_0_SO_BYTES.items():
+        assert sizes["abis"][abi]["so_bytes"] < before * 1.01, (abi, sizes["abis"][abi]["so_bytes"], before)
+    assert sizes["aar"]["bytes"] < RELEASE_0_1_0_AAR_BYTES * 1.01
     # The build's size report says the same, per ABI raw and deflated, and each AAR.
     md = (out / "size_report.md").read_text()
     assert f"| android | `dist/{NAME}-{VERSION}.aar` | {sizes['aar']['bytes']} |  |" in md
@@ -415,6 +455,40 @@ def test_sizes_json_and_the_bar(android_build, aar, prefab_aar):
     print(f"\nAAR {sizes['aar']['bytes']} B, prefab AAR {sizes['prefab_aar']['bytes']} B "
           f"(bundled in one: {len(bundled)} B); "
           + ", ".join(f"{a} {s['so_bytes']}/{s['so_deflated_bytes']}" for a, s in sizes["abis"].items()))
+
+
+def _registry_of(full_registry, ops: set, root: Path):
+    """A copy of FULL_REGISTRY's files holding only the entries of `ops` (and every
+    support unit), beside the real kernel sources."""
+    full = resources.path("ops_registry")
+    (root / "ops_registry").mkdir(parents=True)
+    shutil.copytree(full / "support", root / "ops_registry" / "support")
+    (root / "kernels_src").symlink_to(resources.path("kernels_src"), target_is_directory=True)
+    for entry in full_registry.ops.values():
+        if (entry.domain, entry.op) in ops:
+            shutil.copy(entry.path, root / "ops_registry" / entry.path.name)
+    return registry_mod.load(root / "ops_registry")
+
+
+@pytest.mark.parametrize("abi", ["arm64-v8a", "armeabi-v7a"])
+def test_kernels_a_model_set_does_not_use_cost_nothing(android_build, abi, tmp_path):
+    """The MobileNetV2 build's library is byte-identical whether the registry holds
+    every kernel minirt has (Gelu, Resize, Cast, Gather, ...) or only the ones its
+    manifest lists: no object, table row or string of an unused op reaches it."""
+    out, result = android_build
+    used = {(e.domain, e.op) for e in result.scan.manifest.entries}
+    small = _registry_of(result.scan.registry, used, tmp_path / "reg")
+    assert set(small.ops) == used and len(result.scan.registry.ops) > len(small.ops)
+    opts = pipeline.Options(models=out.parent / "models", out=tmp_path / "out")
+    res = pipeline.run_scan(opts, registry=small)
+    assert res.manifest.hash == result.scan.manifest.hash
+    target = android.TARGETS[abi]
+    plan, tb = build.plan_target(target, small, res.manifest, tmp_path / "out" / "build")
+    full_plan, _ = build.plan_target(target, result.scan.registry, result.scan.manifest, tmp_path / "full-plan")
+    assert [o["target"] for o in plan["objects"]] == [o["target"] for o in full_plan["objects"]]
+    build.run_scons([plan], tmp_path / "out" / "build")
+    mine = (out / "build" / f"android-{abi}" / "lib" / "libminirt.so").read_bytes()
+    assert tb.library.read_bytes() == mine
 
 
 # --------------------------------------------------------------------------- it runs
@@ -436,20 +510,12 @@ def _feeds(model_path: Path) -> dict:
 @pytest.mark.parametrize("model", ["mnv2", "misc"])
 def test_kernels_under_qemu_match_onnxruntime(verify_build, arch, model, tmp_path):
     root, models, mrt, outs = verify_build
-    qemu = shutil.which(android.VERIFY_TARGETS[arch].extra["qemu"])
-    if not qemu:
-        pytest.skip("qemu-user-static is not installed (.ci/setup-android.sh installs it)")
     feeds = _feeds(models / f"{model}.onnx")
-    files = []
-    for k, (name, x) in enumerate(feeds.items()):
-        files.append(tmp_path / f"in{k}.bin")
-        x.tofile(files[-1])
-    proc = subprocess.run([qemu, str(outs[arch]), str(mrt[model]), *map(str, files), "-o", str(tmp_path / "out")],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    for k, ref in enumerate(_reference(models / f"{model}.onnx", feeds)):
-        got = np.fromfile(tmp_path / f"out{k}.bin", dtype=np.float32).reshape(ref.shape)
-        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
+    got = run_under_qemu(arch, outs[arch], mrt[model], list(feeds.values()), tmp_path)
+    refs = _reference(models / f"{model}.onnx", feeds)
+    assert len(got) == len(refs)
+    for raw, ref in zip(got, refs):
+        np.testing.assert_allclose(np.frombuffer(raw, dtype=np.float32).reshape(ref.shape), ref, rtol=1e-4, atol=1e-5)
 
 
 JAVA_CHECK = r"""
