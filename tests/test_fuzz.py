@@ -1,12 +1,18 @@
 """Fuzz what parses untrusted bytes: the .mrt loader (and, for models that still load
-after mutation, prepare and run), under AddressSanitizer + UBSan with Debian's clang.
-Also a quick in-process check that the shipped library rejects corrupt files cleanly."""
+after mutation, prepare and run), under AddressSanitizer + UBSan with Debian's clang:
+a structure-aware mutation fuzzer (tests/fuzz/mrt_fuzz.c, also built for armv7 and
+run under qemu) and coverage-guided libFuzzer (tests/fuzz/mrt_libfuzzer.c), both on
+seed models that cover every kernel family (tests/fuzz/seeds.py). Also a quick
+in-process check that the shipped library rejects corrupt files cleanly."""
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import struct
 import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -18,6 +24,19 @@ from minibuild import build as build_mod, registry as registry_mod, resources, t
 from minibuild.testing import convert_model
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "fuzz"))
+import seeds as fuzz_seeds  # noqa: E402  (tests/fuzz/seeds.py)
+
+# libFuzzer's budget in CI: the whole file stays under ~3 minutes on 2 cores. A longer
+# run (to report on, or after a kernel change): MINIBUILD_LIBFUZZER_SECONDS=180.
+LIBFUZZER_SECONDS = int(os.environ.get("MINIBUILD_LIBFUZZER_SECONDS", "45"))
+SANITIZER_ENV = {
+    # allocator_may_return_null + max_allocation_size_mb: a corrupt model asking for a
+    # huge arena gets NULL (and must report OUT_OF_MEMORY) instead of libFuzzer's
+    # malloc limit calling it a crash; anything else a sanitizer sees aborts.
+    "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=1:allocator_may_return_null=1:max_allocation_size_mb=1024",
+    "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
+}
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +48,18 @@ def seed_models(tmp_path_factory):
     (d / "classifier.mrt").write_bytes(data)
     data, _ = convert_model(_windows_model(), {"x": np.zeros((1, 4, 13, 11), np.float32)}, registry=reg)
     (d / "windows.mrt").write_bytes(data)
+    _, skipped = fuzz_seeds.write_seeds(d, reg)
+    for name, why in skipped.items():
+        print(f"seed {name} skipped: {why}")
     return d
+
+
+def _seed(seed_models: Path, name: str) -> Path:
+    path = seed_models / f"{name}.mrt"
+    if not path.exists():
+        seed = next(s for s in fuzz_seeds.SEEDS if s.name == name)
+        pytest.skip(f"seed {name}: ops not in the registry yet: {', '.join(fuzz_seeds.missing_ops(seed, registry_mod.load()))}")
+    return path
 
 
 def _windows_model():
@@ -55,8 +85,9 @@ def _windows_model():
 
 
 def _fuzzer_units(work: Path) -> list[tuple[Path, list[str]]]:
-    """(source, defines) of everything the fuzz driver links: the runtime, every
-    kernel of the registry, their support units, the generated registry, the driver."""
+    """(source, defines) of everything a fuzz driver links: the runtime, every
+    kernel of the registry, their support units, the generated registry (the driver
+    itself is added by the caller)."""
     from minibuild import codegen
     reg = registry_mod.load()
     manifest = testing.full_manifest(reg)
@@ -69,14 +100,17 @@ def _fuzzer_units(work: Path) -> list[tuple[Path, list[str]]]:
         units.append((src / u["source"], [f"-D{d}" for d in u["defines"]]))
     units += [(src / reg.support[s].source, []) for s in sorted(support)]
     units.append((work / "gen" / "registry.c", []))
-    units.append((HERE / "fuzz" / "mrt_fuzz.c", []))
     return units
 
 
-def _compile_and_link(cc: list[str], flags: list[str], link_flags: list[str], work: Path) -> Path:
+def _includes(work: Path) -> list[str]:
     src = resources.path("kernels_src")
-    includes = ["-I", str(src / "include"), "-I", str(src / "runtime"), "-I", str(src / "kernels"),
-                "-I", str(work / "gen")]
+    return ["-I", str(src / "include"), "-I", str(src / "runtime"), "-I", str(src / "kernels"),
+            "-I", str(work / "gen"), "-I", str(HERE / "fuzz")]
+
+
+def _compile_units(cc: list[str], flags: list[str], work: Path) -> list[str]:
+    includes = _includes(work)
     objs, procs = [], []
     for i, (path, defs) in enumerate(_fuzzer_units(work)):
         obj = work / f"u{i}.o"
@@ -88,22 +122,60 @@ def _compile_and_link(cc: list[str], flags: list[str], link_flags: list[str], wo
             assert p.wait() == 0, p.stderr.read()
     for p in procs:
         assert p.wait() == 0, p.stderr.read()
-    exe = work / "mrt_fuzz"
-    subprocess.run([*cc, *link_flags, *objs, "-o", str(exe)], check=True)
+    return objs
+
+
+def _link_driver(cc: list[str], flags: list[str], link_flags: list[str], objs: list[str], driver: str,
+                 work: Path) -> Path:
+    exe = work / Path(driver).stem
+    res = subprocess.run([*cc, *flags, *_includes(work), str(HERE / "fuzz" / driver), *objs, *link_flags,
+                          "-o", str(exe)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-4000:]
     return exe
 
 
+def _compile_and_link(cc: list[str], flags: list[str], link_flags: list[str], work: Path) -> Path:
+    return _link_driver(cc, flags, link_flags, _compile_units(cc, flags, work), "mrt_fuzz.c", work)
+
+
+ASAN_FLAGS = ["-std=c11", "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+              "-fno-omit-frame-pointer"]
+
+
 @pytest.fixture(scope="module")
-def asan_fuzzer(tmp_path_factory):
+def asan_objects(tmp_path_factory):
+    """The runtime and every kernel compiled once under ASan + UBSan with libFuzzer's
+    coverage instrumentation (-fsanitize=fuzzer-no-link): the mutation driver links
+    them as they are (the sanitizer runtime defines the coverage hooks as no-ops),
+    libFuzzer links them and gets the edges it steers by."""
     # Debian's clang with its sanitizer runtimes (clang + libclang-rt-14-dev, installed
     # by .ci/run): the kernels use clang vector builtins that gcc lacks.
     clang = shutil.which("clang")
     if clang is None:
         pytest.skip("Debian's clang (apt-get install clang libclang-rt-14-dev) builds the sanitizer fuzzer")
-    flags = ["-std=c11", "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-             "-fno-omit-frame-pointer"]
-    return _compile_and_link([clang], flags, ["-fsanitize=address,undefined", "-lm"],
-                             tmp_path_factory.mktemp("asan"))
+    work = tmp_path_factory.mktemp("asan")
+    return clang, work, _compile_units([clang], [*ASAN_FLAGS, "-fsanitize=fuzzer-no-link"], work)
+
+
+@pytest.fixture(scope="module")
+def asan_fuzzer(asan_objects):
+    clang, work, objs = asan_objects
+    return _link_driver([clang], ASAN_FLAGS, ["-fsanitize=address,undefined", "-lm"], objs, "mrt_fuzz.c", work)
+
+
+@pytest.fixture(scope="module")
+def libfuzzer(asan_objects):
+    clang, work, objs = asan_objects
+    # libFuzzer's runtime is libclang_rt.fuzzer-<arch>.a, in libclang-rt-14-dev.
+    probe = work / "probe.c"
+    probe.write_text("#include <stdint.h>\n#include <stddef.h>\n"
+                     "int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }\n")
+    res = subprocess.run([clang, "-fsanitize=fuzzer,address", str(probe), "-o", str(work / "probe")],
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        pytest.skip(f"clang cannot link libFuzzer (apt-get install libclang-rt-14-dev): {res.stderr.strip()[-300:]}")
+    return _link_driver([clang], [*ASAN_FLAGS, "-fsanitize=fuzzer"], ["-fsanitize=fuzzer,address,undefined", "-lm"],
+                        objs, "mrt_libfuzzer.c", work)
 
 
 @pytest.fixture(scope="module")
@@ -123,11 +195,11 @@ def armv7_fuzzer(tmp_path_factory):
 
 
 @pytest.mark.parametrize("seed,rng_seed", [("classifier", 1), ("classifier", 2), ("classifier", 3),
-                                           ("windows", 4), ("windows", 5)])
+                                           ("windows", 4), ("windows", 5), ("transformer", 6), ("vision", 7),
+                                           ("typed", 8), ("typed_logic", 9)])
 def test_loader_survives_mutated_models_under_asan(asan_fuzzer, seed_models, seed, rng_seed):
-    res = subprocess.run([str(asan_fuzzer), str(seed_models / f"{seed}.mrt"), "1500", str(rng_seed)],
-                         capture_output=True, text=True, timeout=600,
-                         env={"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=1:allocator_may_return_null=1", "UBSAN_OPTIONS": "print_stacktrace=1"})
+    res = subprocess.run([str(asan_fuzzer), str(_seed(seed_models, seed)), "1500", str(rng_seed)],
+                         capture_output=True, text=True, timeout=600, env=SANITIZER_ENV)
     assert res.returncode == 0, res.stderr[-4000:]
     print(res.stdout)
     created = int(res.stdout.split(":")[1].split()[0])
@@ -135,16 +207,86 @@ def test_loader_survives_mutated_models_under_asan(asan_fuzzer, seed_models, see
     assert created + rejected == 1500 and rejected > 500  # most mutations must be caught by checks
 
 
-@pytest.mark.parametrize("seed", ["classifier", "windows"])
+@pytest.mark.parametrize("seed", ["classifier", "windows", "transformer", "vision", "typed", "typed_logic"])
 def test_loader_survives_mutated_models_on_32_bit_armv7(armv7_fuzzer, seed_models, seed):
     qemu, exe = armv7_fuzzer
-    res = subprocess.run([qemu, str(exe), str(seed_models / f"{seed}.mrt"), "600", "7"],
+    res = subprocess.run([qemu, str(exe), str(_seed(seed_models, seed)), "600", "7"],
                          capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, (res.returncode, res.stderr[-2000:])
     print(res.stdout)
     created = int(res.stdout.split(":")[1].split()[0])
     rejected = int(res.stdout.split(",")[1].split()[0])
     assert created + rejected == 600 and created > 0 and rejected > 200
+
+
+def test_seeds_cover_the_new_kernel_families(seed_models):
+    """The transformer and vision seeds always convert (their ops are long in the
+    registry), and each seed holds the ops it is there for, after the build's
+    rewrites (the vision seed's Sigmoid * x must arrive as ai.minibuild.SiLU)."""
+    reg = registry_mod.load()
+    for seed in fuzz_seeds.SEEDS:
+        path = seed_models / f"{seed.name}.mrt"
+        if fuzz_seeds.missing_ops(seed, reg):
+            assert not path.exists()
+            continue
+        ops = set(_mrt_ops(path.read_bytes()))
+        assert ops == seed.converted_ops(), (seed.name, sorted(ops ^ seed.converted_ops()))
+    assert (seed_models / "transformer.mrt").exists() and (seed_models / "vision.mrt").exists()
+
+
+def _mrt_ops(data: bytes) -> list[str]:
+    """Node ops of a .mrt (docs/model_format.md), domain-qualified unless ai.onnx."""
+    n_nodes, = struct.unpack_from("<I", data, 36)
+    nodes_off, = struct.unpack_from("<I", data, 60)
+    strings_off, = struct.unpack_from("<I", data, 72)
+
+    def string(off: int) -> str:
+        start = strings_off + off
+        return data[start:data.index(b"\0", start)].decode()
+    ops = []
+    for i in range(n_nodes):
+        op, domain = struct.unpack_from("<II", data, nodes_off + 48 * i)
+        d = string(domain)
+        ops.append(f"{d}.{string(op)}" if d else string(op))
+    return ops
+
+
+def test_libfuzzer_finds_no_crash_in_bounded_run(libfuzzer, seed_models, tmp_path, record_property):
+    """Coverage-guided: libFuzzer grows a corpus from every seed for a fixed time.
+    Any sanitizer report, abort (a contract broken in fuzz_common.h), leak, timeout
+    or out-of-memory leaves an artifact and a non-zero exit."""
+    corpus, artifacts = tmp_path / "corpus", tmp_path / "artifacts"
+    corpus.mkdir()
+    artifacts.mkdir()
+    max_len = max(p.stat().st_size for p in seed_models.glob("*.mrt")) + 512
+    cmd = [str(libfuzzer), f"-max_total_time={LIBFUZZER_SECONDS}", "-rss_limit_mb=2048", "-timeout=10",
+           "-print_final_stats=1", f"-max_len={max_len}", "-seed=1", f"-artifact_prefix={artifacts}/",
+           str(corpus), str(seed_models)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=LIBFUZZER_SECONDS + 120, env=SANITIZER_ENV)
+    found = sorted(p.name for p in artifacts.iterdir())
+    assert res.returncode == 0 and not found, (res.returncode, found, res.stderr[-6000:])
+    stats = libfuzzer_stats(res.stderr)
+    for k, v in stats.items():
+        record_property(f"libfuzzer_{k}", v)
+    print(f"libFuzzer: {stats['executions']} executions in {LIBFUZZER_SECONDS}s, cov {stats['cov']}, "
+          f"ft {stats['ft']}, corpus {stats['corpus']}, {stats['exec_per_sec']}/s, peak rss {stats['peak_rss_mb']} MB")
+    assert stats["executions"] > 1000
+
+
+def libfuzzer_stats(log: str) -> dict[str, int]:
+    """Executions (-print_final_stats=1) and the last reported coverage of a run."""
+    def stat(name):
+        m = re.search(rf"stat::{name}:\s+(\d+)", log)
+        return int(m.group(1)) if m else -1
+    progress = [line for line in log.splitlines() if " cov: " in line]
+    last = progress[-1] if progress else ""
+
+    def field(name):
+        m = re.search(rf"\b{name}: (\d+)", last)
+        return int(m.group(1)) if m else -1
+    return {"executions": stat("number_of_executed_units"), "exec_per_sec": stat("average_exec_per_sec"),
+            "new_units": stat("new_units_added"), "peak_rss_mb": stat("peak_rss_mb"),
+            "cov": field("cov"), "ft": field("ft"), "corpus": field("corp")}
 
 
 def test_shipped_library_rejects_corrupt_files_with_messages(seed_models):

@@ -36,6 +36,12 @@ static size_t ct_round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 /* Python-style floor division (total padding may be negative). */
 MRT_PREPARE_CODE
 static int64_t ct_floordiv2(int64_t v) { return v >= 0 ? v / 2 : -((-v + 1) / 2); }
+/* *out = a * b * c; nonzero when that overflows size_t. */
+MRT_PREPARE_CODE
+static int ct_mul3(size_t a, size_t b, size_t c, size_t *out) {
+  size_t ab;
+  return __builtin_mul_overflow(a, b, &ab) || __builtin_mul_overflow(ab, c, out);
+}
 
 MRT_PREPARE_CODE
 mrt_status mrt_convtranspose_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
@@ -94,6 +100,13 @@ mrt_status mrt_convtranspose_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
       return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
                            "axis %u: kernel_shape %lld must match the weights (%lld), strides and dilations >= 1",
                            i, (long long)k, (long long)kw);
+    /* Bounded so the size arithmetic below and in col2im cannot overflow int64. */
+    const int64_t lim = (int64_t)1 << 30;
+    const int64_t pad0 = nps ? ps[i] : 0, pad1 = nps ? ps[nsp + i] : 0, os = nos ? oshape[nos - nsp + i] : 0;
+    if (in > lim || k > lim || s > lim || d > lim || op > lim || y->dims[2 + i] > lim || pad0 < -lim ||
+        pad0 > lim || pad1 < -lim || pad1 > lim || os < 0 || os > lim)
+      return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                           "axis %u: a size, stride, dilation, pad or output_padding is beyond 2^30", i);
     const int64_t full = s * (in - 1) + op + (k - 1) * d + 1; /* output size with no padding */
     int64_t pb = 0;
     if (same_upper || same_lower) {
@@ -114,12 +127,12 @@ mrt_status mrt_convtranspose_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
     p->k[a] = (size_t)k, p->s[a] = (size_t)s, p->d[a] = (size_t)d;
     p->pb[a] = pb;
   }
-  p->in_pix = p->in[0] * p->in[1] * p->in[2];
-  p->out_pix = p->out[0] * p->out[1] * p->out[2];
-  p->kvol = p->k[0] * p->k[1] * p->k[2];
-  p->m = p->cout_g * p->kvol;
+  size_t row_floats, row_bytes;
+  if (ct_mul3(p->in[0], p->in[1], p->in[2], &p->in_pix) || ct_mul3(p->out[0], p->out[1], p->out[2], &p->out_pix) ||
+      ct_mul3(p->k[0], p->k[1], p->k[2], &p->kvol) || ct_mul3(p->cout_g, p->kvol, 1, &p->m) ||
+      ct_mul3(p->m, p->in[2], 1, &row_floats) || ct_mul3(row_floats, sizeof(float), 1, &row_bytes))
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "input, kernel or output sizes overflow");
   p->rows = p->in[0] * p->in[1];
-  const size_t row_floats = p->m * p->in[2];
   p->rows_per_chunk = row_floats ? CT_COL_BUDGET / row_floats : 1;
   if (p->rows_per_chunk < 1) p->rows_per_chunk = 1;
   if (p->rows_per_chunk > p->rows) p->rows_per_chunk = p->rows ? p->rows : 1;

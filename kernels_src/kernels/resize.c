@@ -66,7 +66,11 @@ typedef struct rs_params {
   size_t tables_off;   /* bytes: start of the run-time tables in scratch */
 } rs_params;
 
+/* Clamped to +-2^62 (NaN to the low end) so every integer conversion after it is
+ * defined, whatever coordinates run-time scales or roi produce. */
 static double rs_floor(double x) {
+  if (!(x > -0x1p62)) return -0x1p62;
+  if (x > 0x1p62) return 0x1p62;
   const double t = (double)(int64_t)x;
   return t > x ? t - 1.0 : t;
 }
@@ -87,7 +91,8 @@ static uint32_t rs_ntaps(const rs_params *p, double scale, int32_t *start) {
   }
   const double support = p->mode == RS_LINEAR ? 1.0 : 2.0;
   if (p->antialias && scale < 1.0) {
-    *start = (int32_t)rs_floor(-support / scale) + 1;
+    const double f = rs_floor(-support / scale);
+    *start = (int32_t)(f < -64.0 ? -64.0 : f) + 1; /* more than 64 taps is refused at prepare */
   } else {
     *start = 1 - (int32_t)support;
   }
@@ -123,7 +128,11 @@ static double rs_coord(const rs_params *p, double o, double in, double out_int, 
 static void rs_build(const rs_params *p, const rs_pass *ps, double scale, double roi_lo,
                      double roi_hi, rs_table *t) {
   int32_t start;
-  const uint32_t n = rs_ntaps(p, scale, &start);
+  uint32_t n = rs_ntaps(p, scale, &start);
+  if (n > ps->ntaps_max) { /* run-time scales below the output size's: the tables hold no more */
+    n = ps->ntaps_max;
+    start = 1 - (int32_t)(n / 2);
+  }
   const double in = (double)ps->in, sw = p->antialias && scale < 1.0 ? scale : 1.0;
   const int32_t last = (int32_t)ps->in - 1;
   t->ntaps = n;
@@ -207,6 +216,7 @@ static void rs_build_all(const rs_params *p, rs_table *t) {
     const rs_pass *ps = &p->pass[k];
     double scale = ps->scale, lo = p->roi_lo[ps->axis], hi = p->roi_hi[ps->axis];
     if (sc) scale = (double)sc[p->scale_axis[ps->axis]];
+    if (!(scale > 0.0)) scale = ps->in ? (double)ps->out / (double)ps->in : 1.0; /* as prepare bounded it */
     if (roi) {
       const int a = p->scale_axis[ps->axis];
       lo = (double)roi[a], hi = (double)roi[p->roi_naxes + (uint32_t)a];
@@ -366,6 +376,9 @@ mrt_status mrt_resize_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
       for (uint32_t d = 0; d < r; d++) {
         /* floor(scale * in), give or take the rounding of a float32 product. */
         const double want_f = scale[d] * (double)x->dims[d];
+        if (!(want_f < 0x1p62))
+          return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "scales give axis %u an output size "
+                               "beyond 2^62", d);
         const int64_t want = (int64_t)rs_floor(want_f);
         if (y->dims[d] != want && y->dims[d] != (int64_t)rs_floor(want_f * (1.0 + 1e-6)))
           return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
@@ -380,8 +393,10 @@ mrt_status mrt_resize_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
       return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
                            "sizes must be a constant int64 tensor of %u values", naxes);
     for (uint32_t i = 0; i < naxes; i++) {
-      const int64_t in = x->dims[axes[i]];
-      scale[axes[i]] = in ? (double)mrt_int_at(sizes, i) / (double)in : 1.0;
+      const int64_t in = x->dims[axes[i]], v = mrt_int_at(sizes, i);
+      if (v < 0 || v > ((int64_t)1 << 62))
+        return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "sizes[%u] is %lld", i, (long long)v);
+      scale[axes[i]] = in ? (double)v / (double)in : 1.0;
     }
     if (policy != 0) {
       double s = scale[axes[0]];
@@ -392,8 +407,11 @@ mrt_status mrt_resize_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
       for (uint32_t i = 0; i < naxes; i++) scale[axes[i]] = s;
     }
     for (uint32_t d = 0; d < r; d++) {
+      const double kept = scale[d] * (double)x->dims[d] + 0.5; /* keep_aspect_ratio_policy's size */
+      if (policy != 0 && p->scale_axis[d] >= 0 && !(kept < 0x1p62))
+        return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "sizes give axis %u an output size beyond 2^62", d);
       const int64_t want = p->scale_axis[d] < 0 ? x->dims[d]
-                           : policy != 0 ? (int64_t)(scale[d] * (double)x->dims[d] + 0.5)
+                           : policy != 0 ? (int64_t)kept
                                          : mrt_int_at(sizes, (size_t)p->scale_axis[d]);
       if (y->dims[d] != want)
         return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "output dim %u is %lld, sizes give %lld",
