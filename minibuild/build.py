@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import codegen, domains, dtypes, platforms, resources, toolchain
+from . import cache as cache_mod, codegen, domains, dtypes, platforms, resources, toolchain
 from .errors import BuildError
 from .fsutil import write_if_changed
 from .manifest import Manifest
@@ -117,6 +117,10 @@ def plan_target(target: Target, registry: Registry, manifest: Manifest, build_ro
         "cc": [*toolchain.ZIG, "cc"],
         "include": [str(src / "include"), str(src / "runtime"), str(src / "kernels"), str(gen)],
         "objects": objects, "links": links,
+        # Folders that differ between checkouts and output folders, written as
+        # placeholders in the action cache's keys (most specific first).
+        "roots": [["<target>", str(tdir)], ["<build>", str(build_root)], ["<kernels_src>", str(src)],
+                  ["<zig>", str(toolchain.zig_lib_dir())]],
     }
     by_role: dict[str, list[dict]] = {}
     for step in links:
@@ -128,6 +132,14 @@ def plan_target(target: Target, registry: Registry, manifest: Manifest, build_ro
     unstripped = tdir / by_role["unstripped"][0]["output"] if by_role.get("unstripped") else None
     link_map = tdir / deliverable["map"]["output"] if deliverable.get("map") else None
     return plan, TargetBuild(target, tdir, tdir / deliverable["output"], unstripped, roles, link_map)
+
+
+def cache_dir() -> str | None:
+    """The action cache compile results go to (MINIBUILD_CACHE, default
+    ~/.cache/minibuild); None when MINIBUILD_NO_CACHE=1."""
+    if os.environ.get("MINIBUILD_NO_CACHE") == "1":
+        return None
+    return str(cache_mod.default_root())
 
 
 def zig_env() -> dict:
@@ -150,6 +162,7 @@ def run_scons(plans: list[dict], build_root: Path, jobs: int | None = None, verb
     plan_file = build_root / "plan.json"
     write_if_changed(plan_file, json.dumps({"build_dir": str(build_root), "quiet": not verbose,
                                             "tool_dir": str(resources.path("site_scons", "site_tools")),
+                                            "cache_dir": cache_dir(), "zig_version": toolchain.zig_version(),
                                             "targets": plans}, indent=1, sort_keys=True))
     cmd = [sys.executable, "-m", "SCons", "-Q", "-f", str(resources.path("SConstruct")),
            f"--directory={build_root}", f"-j{jobs or os.cpu_count() or 1}", f"PLAN={plan_file}",

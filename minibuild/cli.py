@@ -5,6 +5,7 @@
     minibuild verify --models DIR --out OUT [--json F]    compare with onnxruntime
     minibuild size history|diff|estimate|calibrate ...    size reports (minibuild size --help)
     minibuild query why|deps|kernels ...                  provenance and bytes (minibuild query --help)
+    minibuild cache stats | gc --max-size 2G              the action cache (MINIBUILD_CACHE)
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from .errors import MinibuildError
 from . import workspace as workspace_mod
 from .options import Options, parse_fix_dims, parse_input_shapes
 
-COMMANDS = ("build", "scan", "verify", "size", "query")
+COMMANDS = ("build", "scan", "verify", "size", "query", "cache")
 
 
 def _common(p: argparse.ArgumentParser, command: str):
@@ -97,6 +98,8 @@ def parser(command: str) -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv.pop(0) if argv and argv[0] in COMMANDS else "build"
+    if command == "cache":
+        return _cache_command(argv)
     if command == "query":
         from . import query
         return query.main(argv)
@@ -141,6 +144,34 @@ def main(argv=None) -> int:
     except ValueError as e:
         print_error(str(e))
         return 2
+    return 0
+
+
+def _size(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    t = text.strip().upper().removesuffix("B")
+    try:
+        return int(float(t[:-1]) * units[t[-1]]) if t and t[-1] in units else int(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected bytes, or a size such as 500M or 2G") from None
+
+
+def _cache_command(argv) -> int:
+    import json
+    from .cache import LocalCache, default_root
+    p = argparse.ArgumentParser(prog="minibuild cache", description="The action cache: compile results shared by "
+                                "every build folder and checkout on this machine (MINIBUILD_CACHE, default "
+                                "~/.cache/minibuild).")
+    sub_p = p.add_subparsers(dest="cmd", required=True)
+    sub_p.add_parser("stats", help="entries and bytes")
+    g = sub_p.add_parser("gc", help="delete the least recently used entries down to a size")
+    g.add_argument("--max-size", type=_size, required=True, metavar="SIZE", help="e.g. 2G, 500M, or bytes")
+    args = p.parse_args(argv)
+    cache = LocalCache(default_root())
+    if args.cmd == "stats":
+        print(json.dumps(cache.stats(), indent=1))
+    else:
+        print(json.dumps(cache.gc(args.max_size), indent=1))
     return 0
 
 

@@ -3,6 +3,7 @@ compile -> convert -> package. Each step's module does the work; this one orders
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,9 +163,17 @@ def _finish(st: _Staged, steps: list[str], prof) -> BuildResult:
 
 
 def _action_summary(plans: list[dict], build_root: Path, ran: int | None) -> str:
-    """"N actions run, M up to date": what SCons spawned out of what the plans declare."""
-    if ran is None:
-        path = build.actions_file(build_root)
-        ran = len(path.read_text().splitlines()) if path.is_file() else 0
+    """"N actions run (H from the local cache), M up to date": what SCons spawned out of
+    what the plans declare, from the action log of this run."""
+    path = build.actions_file(build_root)
+    actions = []
+    if ran != 0 and path.is_file():
+        for line in path.read_text().splitlines():
+            try:
+                actions.append(json.loads(line))
+            except ValueError:
+                pass
+    hits = sum(1 for a in actions if a.get("cache") == "hit-local")
     total = sum(len(p["objects"]) + len(p["links"]) for p in plans)
-    return f"{ran} action(s) run, {max(total - ran, 0)} up to date"
+    return (f"{len(actions)} action(s) run ({hits} from the local cache, {len(actions) - hits} executed), "
+            f"{max(total - len(actions), 0)} up to date")

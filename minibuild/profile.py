@@ -5,7 +5,9 @@ Each step of the flow is a span on the thread that ran it (scan + optimise per m
 manifest, codegen, compile, convert, package per platform, report). Compile and link
 actions come from the SCons run: the SConstruct records each command it spawns
 (start, end, thread, output) into BUILD/actions.jsonl, read back here. An action SCons
-found up to date did not run and has no span; the summary line counts them.
+found up to date did not run and has no span; the summary line counts them. Each
+action's `cache` is "hit-local" (its outputs came from the action cache), "miss"
+(it ran and stored them), or "off" (not a cached kind of action, or the cache is off).
 
 A leaf: imports nothing of minibuild, so every step may use it."""
 
@@ -57,7 +59,7 @@ class Profile:
             except ValueError:
                 continue  # a line cut short by an interrupted build
             self.add(a["name"], a.get("cat", "action"), a["start"], a["end"], thread=10_000 + a["thread"],
-                     cache="miss", rc=a.get("rc", 0), output=a.get("output", ""))
+                     cache=a.get("cache", "off"), rc=a.get("rc", 0), output=a.get("output", ""))
             n += 1
         return n
 

@@ -8,6 +8,7 @@ in the registry, which get -O2 (the GEMM micro-kernels are where bytes buy speed
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from dataclasses import dataclass, field
 
 # The one list of symbols the library exports: the public C API (minirt.h).
@@ -76,6 +77,18 @@ def zig_shared_link_steps(target: Target, tdir) -> list[dict]:
              "inputs": [str(vs)]},
             {"output": f"lib/{target.library}", "role": "deliverable", "command": cmd + ["-s", "-Wl,--print-map"],
              "verb": "LINK", "inputs": [str(vs)], "map": {"output": f"lib/{target.library}.map", "via": "stdout"}}]
+
+
+def zig_version() -> str:
+    """The pinned compiler's version (the `ziglang` wheel's), part of every action key."""
+    from importlib.metadata import version
+    return version("ziglang")
+
+
+def zig_lib_dir() -> Path:
+    """Where the `ziglang` wheel is installed (its headers and compiler_rt)."""
+    import ziglang
+    return Path(ziglang.__file__).resolve().parent
 
 
 def host_abi() -> str:

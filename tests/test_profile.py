@@ -33,10 +33,12 @@ def test_profile_traces_every_step_and_action(tmp_path, classifier_dir, capsys):
     scons = next(e for e in events if e["cat"] == "compile")
     for a in (e for e in events if e["cat"] == "action"):
         assert scons["ts"] <= a["ts"] and a["ts"] + a["dur"] <= scons["ts"] + scons["dur"] + 1000
-        assert a["args"]["cache"] == "miss" and a["args"]["rc"] == 0
+        assert a["args"]["rc"] == 0
+        # compiles go through the action cache (a hit when an earlier test built the same object)
+        assert a["args"]["cache"] in (("miss", "hit-local") if a["name"].startswith("compile ") else ("off",))
     assert any(m["ph"] == "M" and m["name"] == "thread_name" for m in doc["traceEvents"])
     n = len([e for e in events if e["cat"] == "action"])
-    assert f"{n} action(s) run, 0 up to date" in err
+    assert f"{n} action(s) run (" in err and ", 0 up to date" in err
 
 
 def test_no_change_rebuild_runs_no_action(tmp_path, classifier_dir, capsys):
@@ -46,6 +48,6 @@ def test_no_change_rebuild_runs_no_action(tmp_path, classifier_dir, capsys):
     trace = tmp_path / "again.json"
     assert cli.main(["--models", str(classifier_dir), "--out", str(out), "--abi", "x86_64", "--profile", str(trace)]) == 0
     err = capsys.readouterr().err
-    assert " 0 action(s) run, " in err and "up to date" in err
+    assert " 0 action(s) run (" in err and "up to date" in err
     events = _complete(json.loads(trace.read_text())["traceEvents"])
     assert not [e for e in events if e["cat"] == "action"]

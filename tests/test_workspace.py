@@ -65,7 +65,7 @@ def test_named_targets_only_and_no_change_does_nothing(ws, capsys):
     assert not (ws / "out" / "app-linux").exists()
     capsys.readouterr()
     assert cli.main(["build", "tiny", "--workspace", str(ws / "minibuild.yaml")]) == 0
-    assert " 0 action(s) run, " in capsys.readouterr().err
+    assert " 0 action(s) run (" in capsys.readouterr().err
 
 
 def test_schema_errors_name_the_file_and_every_key(ws, capsys):

@@ -1,14 +1,94 @@
-"""SCons tool: zig's clang (from the `ziglang` PyPI package) as a hermetic C compiler.
+"""SCons tool: zig's clang (from the `ziglang` PyPI package) as a hermetic C compiler,
+with compile results kept in minibuild's action cache.
 
 The compiler command comes from the plan (`zig_cc`); the generic `cc` tool gives
 SCons' Object builder and C #include scanner, so header edits rebuild exactly
 the objects that include them.
+
+When SCons decides an object must be (re)built, the compile action first looks it
+up in the action cache (minibuild/cache.py): the key is the hash of the compiler's
+version, the command line with this build's own folders written as placeholders, and
+the preprocessed source (every header the object reads, as the compiler sees it).
+A hit copies the verified object from the cache; a miss compiles and stores it. So a
+second checkout, a second output folder, or a second workspace target that needs the
+same object gets it without compiling. `cache_dir` None (MINIBUILD_NO_CACHE=1) turns
+the cache off.
 """
 
+import os
+import subprocess
+import time
+
+import SCons.Action
 import SCons.Tool.cc
 
 
-def generate(env, zig_cc=None, **kw):
+def _placeholders(args, roots):
+    """The command with each of `roots` (absolute folders that differ between
+    checkouts and output folders) written as a placeholder."""
+    out = []
+    for a in args:
+        for name, root in roots:
+            a = a.replace(root, name)
+        out.append(a)
+    return out
+
+
+def compile_object(target, source, env):
+    """The compile action. Module-level, not a closure: SCons signs a function action
+    by its code and closure, and the cache's location must not change what is built."""
+    argv = [str(a) for a in env.subst_list("$CCCOM", target=target, source=source)[0]]
+    out = str(target[0])
+    part = out + ".part"
+    argv[argv.index("-o") + 1] = part
+    record = env.get("MRT_RECORD") or (lambda *a: None)
+    cache = _cache(env.get("MRT_CACHE_DIR"))
+    t0 = time.time()
+    key = None
+    if cache is not None:
+        from minibuild.cache import action_key
+        pre = [a for i, a in enumerate(argv) if a not in ("-c", "-o") and not (i and argv[i - 1] == "-o")]
+        proc = subprocess.run(pre + ["-E", "-P", "-o", "-"], capture_output=True, env=env["ENV"])
+        if proc.returncode == 0:
+            key = action_key("compile", env["ZIG_VERSION"], *_placeholders(pre, env.get("MRT_ROOTS", ())), proc.stdout)
+            hit = cache.get(key)
+            if hit is not None and "object" in hit:
+                with open(part, "wb") as f:
+                    f.write(hit["object"])
+                os.replace(part, out)
+                record("compile", out, t0, 0, "hit-local")
+                return 0
+    rc = subprocess.call(argv, env=env["ENV"])
+    if rc == 0:
+        os.replace(part, out)
+        if key is not None:
+            with open(out, "rb") as f:
+                cache.put(key, {"object": f.read()})
+    elif os.path.exists(part):
+        os.remove(part)
+    record("compile", out, t0, rc, "miss" if key is not None else "off")
+    return rc
+
+
+_CACHES = {}
+
+
+def _cache(root):
+    if not root:
+        return None
+    if root not in _CACHES:
+        from minibuild.cache import LocalCache
+        _CACHES[root] = LocalCache(root)
+    return _CACHES[root]
+
+
+def _show(target, source, env):
+    """What SCons prints for a compile: CCCOMSTR (quiet mode) or the command itself."""
+    return env.subst("$CCCOMSTR", target=target, source=source) or \
+        env.subst("$CCCOM", target=target, source=source)
+
+
+def generate(env, zig_cc=None, cache_dir=None, roots=(), zig_version="", record=None, **kw):
     SCons.Tool.cc.generate(env)
     env["CC"] = " ".join(zig_cc) if zig_cc else "zig cc"
     env["OBJSUFFIX"] = ".o"
@@ -18,6 +98,16 @@ def generate(env, zig_cc=None, **kw):
     env["CPPDEFINES"] = []
     # One command line for every object; flags are per object (size or speed).
     env["CCCOM"] = "$CC $CCFLAGS $_CPPDEFFLAGS $_CPPINCFLAGS -c -o $TARGET $SOURCES"
+    # Not in the action's varlist: where the cache is, and how actions are logged,
+    # change nothing about the object.
+    env["ZIG_VERSION"] = zig_version
+    env["MRT_CACHE_DIR"] = cache_dir
+    env["MRT_ROOTS"] = list(roots)
+    env["MRT_RECORD"] = record
+    action = SCons.Action.Action(compile_object, strfunction=_show,
+                                 varlist=["CCCOM", "CC", "CCFLAGS", "_CPPDEFFLAGS", "_CPPINCFLAGS", "ZIG_VERSION"])
+    static_obj, _ = SCons.Tool.createObjBuilders(env)
+    static_obj.add_action(".c", action)
 
 
 def exists(env):

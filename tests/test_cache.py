@@ -1,0 +1,84 @@
+"""The action cache (minibuild/cache.py): compile results shared between build
+folders, keyed by everything a compile reads, verified on every read."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from minibuild import cli
+from minibuild.cache import LocalCache, action_key
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    d = tmp_path / "cache"
+    monkeypatch.setenv("MINIBUILD_CACHE", str(d))
+    monkeypatch.setenv("ZIG_GLOBAL_CACHE_DIR", str(tmp_path / "zig"))   # zig's own cache stays out of the way
+    monkeypatch.setenv("ZIG_LOCAL_CACHE_DIR", str(tmp_path / "zig-local"))
+    return d
+
+
+def _actions(out):
+    return [json.loads(line) for line in (out / "build" / "actions.jsonl").read_text().splitlines()]
+
+
+def _build(models, out, *extra):
+    assert cli.main(["--models", str(models), "--out", str(out), "--abi", "x86_64", *extra]) == 0
+
+
+def test_a_second_folder_gets_every_object_from_the_cache(tmp_path, classifier_dir, cache_dir, capsys):
+    _build(classifier_dir, tmp_path / "a")
+    first = [a for a in _actions(tmp_path / "a") if a["name"].startswith("compile ")]
+    assert first and all(a["cache"] == "miss" for a in first)
+    _build(classifier_dir, tmp_path / "b" / "deeper")
+    second = [a for a in _actions(tmp_path / "b" / "deeper") if a["name"].startswith("compile ")]
+    assert len(second) == len(first) and all(a["cache"] == "hit-local" for a in second)
+    assert f"({len(second)} from the local cache" in capsys.readouterr().err
+    # Objects from the cache are the compiler's bytes: the libraries are identical.
+    lib = "linux/x86_64/lib/libminirt.so"
+    assert (tmp_path / "a" / lib).read_bytes() == (tmp_path / "b" / "deeper" / lib).read_bytes()
+    stats = LocalCache(cache_dir).stats()
+    assert stats["ac"]["entries"] == len(first) and stats["cas"]["entries"] >= len(first) - 1
+
+
+def test_a_flag_change_or_a_header_change_misses(tmp_path, classifier_dir, cache_dir):
+    _build(classifier_dir, tmp_path / "a")
+    _build(classifier_dir, tmp_path / "b", "--no-messages")   # config.h differs: the runtime recompiles
+    acts = {a["output"].split("/obj/", 1)[1]: a["cache"] for a in _actions(tmp_path / "b") if a["name"].startswith("compile ")}
+    assert acts["runtime/status.o"] == "miss" and acts["runtime/kernel_ctx.o"] == "miss"
+    assert acts["kernels/MaxPool__float32.o"] == "hit-local"  # kernels do not read config.h
+
+
+def test_a_corrupt_entry_is_refused_and_rebuilt(tmp_path, classifier_dir, cache_dir):
+    _build(classifier_dir, tmp_path / "a")
+    for blob in (cache_dir / "cas").rglob("*"):
+        if blob.is_file():
+            blob.write_bytes(b"\x7fELF poisoned")     # same name, other bytes: the hash no longer matches
+    _build(classifier_dir, tmp_path / "b")
+    compiles = [a for a in _actions(tmp_path / "b") if a["name"].startswith("compile ")]
+    assert all(a["cache"] == "miss" for a in compiles)
+    lib = "linux/x86_64/lib/libminirt.so"
+    assert (tmp_path / "a" / lib).read_bytes() == (tmp_path / "b" / lib).read_bytes()
+
+
+def test_cache_off(tmp_path, classifier_dir, cache_dir, monkeypatch):
+    monkeypatch.setenv("MINIBUILD_NO_CACHE", "1")
+    _build(classifier_dir, tmp_path / "a")
+    assert {a["cache"] for a in _actions(tmp_path / "a")} == {"off"}
+    assert not (cache_dir / "ac").exists()
+
+
+def test_local_cache_unit(tmp_path):
+    c = LocalCache(tmp_path)
+    k = action_key("compile", "x", b"\x00")
+    assert k != action_key("compilex", "", b"\x00")    # parts are length-prefixed
+    assert c.get(k) is None
+    c.put(k, {"object": b"abc", "map": b""})
+    assert c.get(k) == {"object": b"abc", "map": b""}
+    blob = next(p for p in (tmp_path / "cas").rglob("*") if p.is_file() and p.stat().st_size == 3)
+    blob.write_bytes(b"abd")
+    assert c.get(k) is None and not blob.exists()
+    c.put(k, {"object": b"abc"})
+    assert c.gc(0)["bytes"] == 0 and c.get(k) is None
