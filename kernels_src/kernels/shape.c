@@ -93,8 +93,8 @@ mrt_status MRT_KERNEL(mrt_reshape_prepare)(mrt_node *node, mrt_ctx *ctx) {
       infer = (int)i;
     } else if (want[i] < 0) {
       return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "negative dim in shape");
-    } else {
-      known *= want[i];
+    } else if (__builtin_mul_overflow(known, want[i], &known)) {
+      return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "shape's element count overflows");
     }
   }
   if (infer >= 0) want[infer] = known ? (int64_t)x->count / known : 0;
