@@ -86,7 +86,9 @@ def bert_block():
     b, s, h, heads, ffn = 2, 13, 44, 4, 76
     dh = h // heads
     g = Graph()
-    feeds = {"x": randn(b, s, h), "mask": np.where(RNG.random((b, 1, 1, s)) < 0.2, -1e4, 0).astype(np.float32)}
+    # Masked positions as transformers writes them: the most negative float.
+    mask = np.where(RNG.random((b, 1, 1, s)) < 0.2, np.finfo(np.float32).min, 0).astype(np.float32)
+    feeds = {"x": randn(b, s, h), "mask": mask}
 
     def dense(x, n_in, n_out):
         w, bias = g.const(randn(n_in, n_out, scale=n_in ** -0.5)), g.const(randn(n_out, scale=0.1))
