@@ -156,7 +156,7 @@ def actions_file(build_root: Path) -> Path:
 
 
 def run_scons(plans: list[dict], build_root: Path, jobs: int | None = None, verbose: bool = False,
-              log=None) -> list[str]:
+              log=None, extra_env: dict | None = None) -> list[str]:
     """Run SCons on the plan; returns the lines it printed (each a step it ran)."""
     build_root.mkdir(parents=True, exist_ok=True)
     plan_file = build_root / "plan.json"
@@ -167,7 +167,8 @@ def run_scons(plans: list[dict], build_root: Path, jobs: int | None = None, verb
     cmd = [sys.executable, "-m", "SCons", "-Q", "-f", str(resources.path("SConstruct")),
            f"--directory={build_root}", f"-j{jobs or os.cpu_count() or 1}", f"PLAN={plan_file}",
            f"ACTIONS={actions_file(build_root)}"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=zig_env())
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**zig_env(), **(extra_env or {})})
     lines = []
     for line in proc.stdout:
         line = line.rstrip("\n")

@@ -18,7 +18,7 @@ from pathlib import Path
 from . import __version__, platforms as platforms_mod
 from .errors import MinibuildError
 from . import workspace as workspace_mod
-from .options import Options, parse_fix_dims, parse_input_shapes
+from .options import Options, parse_fix_dims, parse_headers, parse_input_shapes
 
 COMMANDS = ("build", "scan", "verify", "size", "query", "cache")
 
@@ -84,6 +84,12 @@ def parser(command: str) -> argparse.ArgumentParser:
                        "or $MINIBUILD_SIZE_HISTORY)")
         p.add_argument("--size-budget", metavar="BYTES|FILE", help="fail (exit 3) when the libraries exceed BYTES in "
                        "total, or the limits of a YAML FILE (docs/size_report.md)")
+        p.add_argument("--remote-cache", metavar="URL", help="share compile results through a Bazel HTTP cache "
+                       "(URL/ac/, URL/cas/: bazel-remote, nginx WebDAV); default $MINIBUILD_REMOTE_CACHE")
+        p.add_argument("--remote-header", action="append", metavar="NAME=VALUE",
+                       help="an extra header for the remote cache, e.g. 'Authorization=Bearer TOKEN' (repeatable)")
+        p.add_argument("--remote-read-only", action="store_true",
+                       help="read from the remote cache but never write to it (pull-request builds)")
         p.add_argument("--profile", type=Path, metavar="TRACE.json",
                        help="write a Chrome trace of the build (every step and compile/link action) to this file")
         p.add_argument("--size-baseline", type=Path, metavar="REPORT.json",
@@ -124,7 +130,10 @@ def main(argv=None) -> int:
                        android_package=getattr(args, "android_package", "ai.minibuild.minirt"),
                        android_prefab=getattr(args, "android_prefab", "separate"),
                        size_history=getattr(args, "size_history", None), size_budget=getattr(args, "size_budget", None),
-                       size_baseline=getattr(args, "size_baseline", None), profile=getattr(args, "profile", None))
+                       size_baseline=getattr(args, "size_baseline", None), profile=getattr(args, "profile", None),
+                       remote_cache=getattr(args, "remote_cache", None),
+                       remote_headers=parse_headers(getattr(args, "remote_header", None)),
+                       remote_read_only=getattr(args, "remote_read_only", False))
         if command == "scan":
             from .console import console
             from .pipeline import run_scan
@@ -187,6 +196,9 @@ def _build_workspace(args) -> int:
     for name, opts in chosen.items():  # the command line's own options apply to every target
         opts.jobs = args.jobs or opts.jobs
         opts.verbose = args.verbose
+        opts.remote_cache = args.remote_cache
+        opts.remote_headers = parse_headers(args.remote_header)
+        opts.remote_read_only = args.remote_read_only
         if args.no_messages:
             opts.messages = False
         try:

@@ -31,6 +31,36 @@ class Options:
     size_baseline: Path | None = None    # an earlier size_report.json to compare with (default: last build in the history)
     profile: Path | None = None          # write a Chrome trace of the build here (minibuild/profile.py)
     model_files: list[Path] | None = None  # the models, when a glob chose them (else every .onnx under `models`)
+    remote_cache: str | None = None      # Bazel HTTP cache URL (URL/ac/, URL/cas/); env MINIBUILD_REMOTE_CACHE
+    remote_headers: dict[str, str] = field(default_factory=dict)  # extra request headers (auth)
+    remote_read_only: bool = False       # read from the remote cache, never write (untrusted builds)
+
+
+def parse_headers(values: list[str] | None) -> dict[str, str]:
+    """--remote-header NAME=VALUE (repeatable) -> {NAME: VALUE}."""
+    out = {}
+    for v in values or []:
+        name, sep, value = v.partition("=")
+        if not sep or not name.strip():
+            raise MinibuildError(f"--remote-header {v!r}: expected NAME=VALUE, e.g. 'Authorization=Bearer TOKEN'")
+        out[name.strip()] = value
+    return out
+
+
+def remote_env(opts: Options) -> dict[str, str]:
+    """The environment that tells the compile actions about the remote cache (the
+    SCons process reads it; secrets in headers never reach a file)."""
+    import json
+    import os
+    url = opts.remote_cache or os.environ.get("MINIBUILD_REMOTE_CACHE")
+    if not url:
+        return {}
+    env = {"MINIBUILD_REMOTE_CACHE": url}
+    if opts.remote_headers:
+        env["MINIBUILD_REMOTE_HEADERS"] = json.dumps(opts.remote_headers)
+    if opts.remote_read_only:
+        env["MINIBUILD_REMOTE_READ_ONLY"] = "1"
+    return env
 
 
 def parse_fix_dims(values: list[str] | None) -> dict[str, int]:
@@ -79,6 +109,10 @@ def check(opts: Options) -> tuple[list[str], dict[str, list]]:
     from . import platforms
     if opts.jobs is not None and opts.jobs < 1:
         raise ValueError(f"-j {opts.jobs}: expected a number of parallel jobs >= 1")
+    url = opts.remote_cache
+    if url and not url.startswith(("http://", "https://")):
+        raise ValueError(f"--remote-cache {url}: expected an http:// or https:// URL of a Bazel HTTP cache "
+                         "(bazel-remote, nginx with WebDAV, ...)")
     names, wanted = resolve_targets(opts)
     for name in names:
         chk = getattr(platforms.get(name), "check_options", None)

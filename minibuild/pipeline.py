@@ -92,7 +92,8 @@ def run_builds(all_opts: list[Options], profile: Path | None = None, build_root:
         console.print(f"[bold]compile[/] {len(plans)} target(s): {', '.join(p['name'] for p in plans)}")
         with prof.span("compile + link (SCons)", "compile", targets=[p["name"] for p in plans]):
             steps = build.run_scons(plans, root, all_opts[0].jobs, all_opts[0].verbose,
-                                    log=lambda line: console.print(line, markup=False))
+                                    log=lambda line: console.print(line, markup=False),
+                                    extra_env=options_mod.remote_env(all_opts[0]))
         # SCons rewrites the action log only when it spawned something.
         ran = 0 if not steps else prof.add_actions(build.actions_file(root)) if profile else None
         if not steps:
@@ -173,7 +174,8 @@ def _action_summary(plans: list[dict], build_root: Path, ran: int | None) -> str
                 actions.append(json.loads(line))
             except ValueError:
                 pass
-    hits = sum(1 for a in actions if a.get("cache") == "hit-local")
+    local = sum(1 for a in actions if a.get("cache") == "hit-local")
+    remote = sum(1 for a in actions if a.get("cache") == "hit-remote")
     total = sum(len(p["objects"]) + len(p["links"]) for p in plans)
-    return (f"{len(actions)} action(s) run ({hits} from the local cache, {len(actions) - hits} executed), "
-            f"{max(total - len(actions), 0)} up to date")
+    return (f"{len(actions)} action(s) run ({local} from the local cache, {remote} from the remote cache, "
+            f"{len(actions) - local - remote} executed), {max(total - len(actions), 0)} up to date")

@@ -12,7 +12,8 @@ the preprocessed source (every header the object reads, as the compiler sees it)
 A hit copies the verified object from the cache; a miss compiles and stores it. So a
 second checkout, a second output folder, or a second workspace target that needs the
 same object gets it without compiling. `cache_dir` None (MINIBUILD_NO_CACHE=1) turns
-the cache off.
+the cache off. With MINIBUILD_REMOTE_CACHE set, a local miss asks the remote cache
+(minibuild/remote_cache.py) next, and a compiled object is uploaded to it.
 """
 
 import os
@@ -51,19 +52,27 @@ def compile_object(target, source, env):
         proc = subprocess.run(pre + ["-E", "-P", "-o", "-"], capture_output=True, env=env["ENV"])
         if proc.returncode == 0:
             key = action_key("compile", env["ZIG_VERSION"], *_placeholders(pre, env.get("MRT_ROOTS", ())), proc.stdout)
-            hit = cache.get(key)
+            hit, where = cache.get(key), "hit-local"
+            remote = _remote()
+            if hit is None and remote is not None:
+                hit, where = remote.get(key), "hit-remote"
+                if hit is not None and "object" in hit:
+                    cache.put(key, hit)
             if hit is not None and "object" in hit:
                 with open(part, "wb") as f:
                     f.write(hit["object"])
                 os.replace(part, out)
-                record("compile", out, t0, 0, "hit-local")
+                record("compile", out, t0, 0, where)
                 return 0
     rc = subprocess.call(argv, env=env["ENV"])
     if rc == 0:
         os.replace(part, out)
         if key is not None:
             with open(out, "rb") as f:
-                cache.put(key, {"object": f.read()})
+                outputs = {"object": f.read()}
+            cache.put(key, outputs)
+            if _remote() is not None:
+                _remote().put(key, outputs)
     elif os.path.exists(part):
         os.remove(part)
     record("compile", out, t0, rc, "miss" if key is not None else "off")
@@ -71,6 +80,15 @@ def compile_object(target, source, env):
 
 
 _CACHES = {}
+_REMOTE = []
+
+
+def _remote():
+    """The remote cache of this SCons run (MINIBUILD_REMOTE_CACHE), made once."""
+    if not _REMOTE:
+        from minibuild.remote_cache import RemoteCache
+        _REMOTE.append(RemoteCache.from_env())
+    return _REMOTE[0]
 
 
 def _cache(root):

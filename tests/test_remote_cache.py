@@ -1,0 +1,159 @@
+"""The remote cache over Bazel's HTTP protocol, against a real nginx (Debian's, WebDAV
+PUT on) started by the tests on 127.0.0.1: a second machine (an empty local cache)
+gets every object from it; read-only builds never write; a poisoned blob is refused
+and rebuilt; a server that is down or refuses us degrades to a local build with one
+warning; auth headers are sent."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import onnx
+import pytest
+
+import models
+from minibuild import cli
+from minibuild.remote_cache import decode_result
+
+NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
+pytestmark = pytest.mark.skipif(NGINX is None, reason="nginx (Debian: nginx) is not installed")
+LIB = "linux/x86_64/lib/libminirt.so"
+TOKEN = "Bearer s3cret"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def nginx(tmp_path_factory):
+    root = tmp_path_factory.mktemp("nginx")
+    www = root / "www"
+    for d in ("www", "tmp", "logs"):
+        (root / d).mkdir()
+    port = _free_port()
+    temp = "".join(f"  {k}_temp_path {root / 'tmp' / k};\n" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    (root / "nginx.conf").write_text(f"""
+daemon off;
+master_process off;
+worker_processes 1;
+error_log {root / 'logs' / 'error.log'};
+pid {root / 'nginx.pid'};
+events {{ worker_connections 64; }}
+http {{
+  access_log {root / 'logs' / 'access.log'};
+{temp}
+  server {{
+    listen 127.0.0.1:{port};
+    location /open/ {{
+      alias {www}/open/;
+      dav_methods PUT;
+      create_full_put_path on;
+      client_max_body_size 64m;
+    }}
+    location /auth/ {{
+      if ($http_authorization != "{TOKEN}") {{ return 401; }}
+      alias {www}/auth/;
+      dav_methods PUT;
+      create_full_put_path on;
+      client_max_body_size 64m;
+    }}
+  }}
+}}
+""")
+    proc = subprocess.Popen([NGINX, "-c", str(root / "nginx.conf"), "-p", str(root)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail(f"nginx did not start: {proc.stderr.read().decode()}")
+    yield f"http://127.0.0.1:{port}", www
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def _build(models_dir, out, local_cache, monkeypatch, *extra):
+    monkeypatch.setenv("MINIBUILD_CACHE", str(local_cache))   # a machine's own cache: empty on a new machine
+    assert cli.main(["--models", str(models_dir), "--out", str(out), "--abi", "x86_64", *extra]) == 0
+    return [json.loads(line) for line in (out / "build" / "actions.jsonl").read_text().splitlines()
+            if json.loads(line)["name"].startswith("compile ")]
+
+
+def _files(d: Path) -> set[str]:
+    return {str(p.relative_to(d)) for p in d.rglob("*") if p.is_file()} if d.exists() else set()
+
+
+def test_a_fresh_machine_gets_every_object_from_the_server(tmp_path, classifier_dir, nginx, monkeypatch, capsys):
+    url, www = nginx
+    first = _build(classifier_dir, tmp_path / "a", tmp_path / "cache-a", monkeypatch, "--remote-cache", f"{url}/open")
+    assert {a["cache"] for a in first} <= {"miss", "hit-remote"}
+    stored = _files(www / "open")
+    acs = [f for f in stored if f.startswith("ac/")]
+    assert len(acs) >= len(first) and any(f.startswith("cas/") for f in stored)
+    for f in acs:  # what Bazel's tools read: REAPI ActionResult messages naming CAS digests that exist
+        for path, digest, size in decode_result((www / "open" / f).read_bytes()):
+            assert path == "object" and (www / "open" / "cas" / digest).stat().st_size == size
+    second = _build(classifier_dir, tmp_path / "b", tmp_path / "cache-b", monkeypatch, "--remote-cache", f"{url}/open")
+    assert len(second) == len(first) and all(a["cache"] == "hit-remote" for a in second)
+    assert f"{len(second)} from the remote cache" in capsys.readouterr().err
+    assert (tmp_path / "a" / LIB).read_bytes() == (tmp_path / "b" / LIB).read_bytes()
+
+
+def test_read_only_builds_never_write(tmp_path, nginx, monkeypatch):
+    url, www = nginx
+    d = tmp_path / "models"
+    d.mkdir()
+    onnx.save(models.no_gemm_model(seed=7), d / "other.onnx")
+    before = _files(www / "open")
+    acts = _build(d, tmp_path / "ro", tmp_path / "cache-ro", monkeypatch, "--remote-cache", f"{url}/open",
+                  "--remote-read-only")
+    assert acts
+    assert _files(www / "open") == before
+
+
+def test_a_poisoned_blob_is_refused_and_the_object_rebuilt(tmp_path, classifier_dir, nginx, monkeypatch):
+    url, www = nginx
+    _build(classifier_dir, tmp_path / "a", tmp_path / "cache-a", monkeypatch, "--remote-cache", f"{url}/open")
+    blobs = sorted((www / "open" / "cas").iterdir())
+    for b in blobs:
+        b.write_bytes(b"\x7fELF not what the digest says")
+    acts = _build(classifier_dir, tmp_path / "b", tmp_path / "cache-b", monkeypatch, "--remote-cache", f"{url}/open",
+                  "--remote-read-only")
+    assert acts and all(a["cache"] == "miss" for a in acts)
+    assert (tmp_path / "a" / LIB).read_bytes() == (tmp_path / "b" / LIB).read_bytes()
+    shutil.rmtree(www / "open")   # leave no poisoned entries for other tests
+
+
+def test_server_down_builds_locally_with_one_warning(tmp_path, classifier_dir, monkeypatch, capsys):
+    acts = _build(classifier_dir, tmp_path / "a", tmp_path / "cache", monkeypatch,
+                  "--remote-cache", f"http://127.0.0.1:{_free_port()}")
+    assert acts and all(a["cache"] == "miss" for a in acts)
+    err = capsys.readouterr().err
+    assert err.count("is not usable") == 1 and "building without it" in err
+
+
+def test_auth_header(tmp_path, classifier_dir, nginx, monkeypatch, capsys):
+    url, www = nginx
+    _build(classifier_dir, tmp_path / "a", tmp_path / "c1", monkeypatch, "--remote-cache", f"{url}/auth")
+    err = capsys.readouterr().err
+    assert "HTTP 401" in err and err.count("is not usable") == 1
+    assert not _files(www / "auth")
+    _build(classifier_dir, tmp_path / "b", tmp_path / "c2", monkeypatch, "--remote-cache", f"{url}/auth",
+           "--remote-header", f"Authorization={TOKEN}")
+    assert any(f.startswith("ac/") for f in _files(www / "auth"))
+    acts = _build(classifier_dir, tmp_path / "c", tmp_path / "c3", monkeypatch, "--remote-cache", f"{url}/auth",
+                  "--remote-header", f"Authorization={TOKEN}")
+    assert all(a["cache"] == "hit-remote" for a in acts)
+    assert TOKEN not in (tmp_path / "c" / "build" / "plan.json").read_text()   # secrets never reach a file
