@@ -79,6 +79,7 @@ mrt_status MRT_KERNEL(mrt_pad_prepare)(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = mrt_check_arity(ctx, node, 1, 4, 1, 1);
   if (st) return st;
   const mrt_tensor *x = node->inputs[0], *y = node->outputs[0];
+  /* Whichever type of this object's size input 0 has, output 0 must have it too. */
   if ((st = mrt_check_dtype(ctx, node, y, x->dtype))) return st;
   const uint32_t r = x->ndim;
   pad_params *p = mrt_ctx_alloc(ctx, sizeof *p);
