@@ -9,6 +9,10 @@ multiples of the vector width so the tails run too:
   exact and tanh, Erf, Pow, ReduceSum/Mean/Max, Add/Div/Transpose/Reshape);
 - vision: a segmentation-decoder block (Conv, PRelu, Resize linear/nearest/cubic,
   Mish, ConvTranspose stride 2 and grouped, x*Sigmoid(x) fused to SiLU);
+- gemm_edges: MatMul past the sgemm blocking sizes and with batch broadcasting,
+  antialiased and align_corners Resize, a 1-D ConvTranspose;
+- activations: Erf, Gelu, Mish, SiLU, Softmax over [-100, 100] in one long row, and
+  Gelu / Erf accuracy against float64 (vmath.h's stated bounds);
 - typed: the non-float kernels (Gather, Where, Cast, Expand, comparisons, logic,
   IsNaN, int64/bool copies) that the registry holds when the test runs.
 
@@ -151,6 +155,24 @@ def vision_block():
     return g.model(feeds, [near, cubic, silu, sl], opset=19), feeds
 
 
+def gemm_edges():
+    """The sgemm behind MatMul and ConvTranspose past its blocking sizes (K > kc = 128,
+    N > nc = 1024 on armv7), with row/column tails, and batch broadcasting on both
+    sides; Resize's antialiased downsampling and align_corners; a 1-D ConvTranspose."""
+    g = Graph()
+    feeds = {"a": randn(2, 5, 300), "b": randn(2, 1, 7, 33), "img": randn(1, 3, 21, 26), "seq": randn(2, 6, 29)}
+    big = g.op("MatMul", ["a", g.const(randn(300, 1030, scale=0.05))], out="matmul_blocked")
+    bcast = g.op("MatMul", ["b", g.const(randn(3, 33, 9))], out="matmul_broadcast")   # [2,3,7,9]
+    roi = g.const(np.array([], np.float32))
+    aa = g.op("Resize", ["img", roi, g.const(np.array([1, 1, 0.5, 0.4], np.float32))], out="resize_antialias",
+              mode="linear", antialias=1)
+    ac = g.op("Resize", ["img", roi, "", g.const(np.array([1, 3, 31, 40], np.int64))], out="resize_align_corners",
+              mode="linear", coordinate_transformation_mode="align_corners")
+    ct1 = g.op("ConvTranspose", ["seq", g.const(randn(6, 4, 5, scale=0.3)), g.const(randn(4))], out="convtranspose_1d",
+               kernel_shape=[5], strides=[3], pads=[2, 1])
+    return g.model(feeds, [big, bcast, aa, ac, ct1], opset=19), feeds
+
+
 def activations():
     """The vector transcendental paths (vmath.h) over the whole range networks feed
     them, one long row (not a multiple of the vector width), extremes included."""
@@ -275,7 +297,8 @@ def arm_build(tmp_path_factory):
     models = root / "models"
     models.mkdir()
     feeds, typed_parts = {}, []
-    for name, make in (("bert", bert_block), ("vision", vision_block), ("activations", activations)):
+    for name, make in (("bert", bert_block), ("vision", vision_block), ("gemm_edges", gemm_edges),
+                       ("activations", activations)):
         model, feeds[name] = make()
         onnx.save(model, models / f"{name}.onnx")
     model, f, typed_parts = typed_block()
@@ -302,7 +325,7 @@ def _compare(raw: bytes, ref: np.ndarray, name: str) -> float:
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("model", ["bert", "vision", "activations", "typed"])
+@pytest.mark.parametrize("model", ["bert", "vision", "gemm_edges", "activations", "typed"])
 def test_new_kernels_under_qemu_match_onnxruntime(arm_build, arch, model, tmp_path):
     models, feeds, mrt, runners, res, typed_parts = arm_build
     if model not in feeds:
