@@ -365,3 +365,21 @@ def test_models_reach_the_kernels_they_are_for(arm_build):
                                      "ReduceSum", "ReduceMean", "ReduceMax", "Resize", "ConvTranspose", "PRelu",
                                      "Mish", "Add", "Div", "Transpose")} | {("ai.minibuild", "SiLU")}
     assert want <= ops, want - ops
+
+
+def test_armv7_runner_kernels_are_the_armeabi_v7a_build(arm_build):
+    """The armv7 objects the qemu run checks are compiled as armeabi-v7a's are (ARMv7-A,
+    Thumb-2, NEON, softfp): otherwise the NEON paths would go untested. (The linked
+    executable's attributes are lld's pick of one input, so the objects are read.)"""
+    from elftools.elf.elffile import ELFFile
+    _, _, _, runners, _, _ = arm_build
+    objs = sorted((runners["qemu-armv7"].parent.parent / "obj" / "kernels").glob("*.o"))
+    assert len(objs) > 20
+    for o in objs:
+        with open(o, "rb") as f:
+            elf = ELFFile(f)
+            attrs = {a.tag: a.value for sub in elf.get_section_by_name(".ARM.attributes").iter_subsections()
+                     for ss in sub.iter_subsubsections() for a in ss.iter_attributes()}
+            assert (attrs["TAG_CPU_ARCH"], attrs["TAG_THUMB_ISA_USE"], attrs.get("TAG_ADVANCED_SIMD_ARCH")) == \
+                (10, 2, 1), o.name
+            assert attrs.get("TAG_ABI_VFP_ARGS", 0) == 0 and elf.header.e_flags & 0x200, o.name  # softfp
