@@ -438,9 +438,11 @@ def test_sizes_json_and_the_bar(android_build, aar, prefab_aar):
     # the libraries are those of examples/make_mobilenet_v2.py's model). Kernels a model
     # set does not use cost nothing (test_kernels_a_model_set_does_not_use_cost_nothing);
     # this catches growth of the runtime core and the kernels it does use.
-    for abi, before in RELEASE_0_1_0_SO_BYTES.items():
-        assert sizes["abis"][abi]["so_bytes"] < before * 1.01, (abi, sizes["abis"][abi]["so_bytes"], before)
-    assert sizes["aar"]["bytes"] < RELEASE_0_1_0_AAR_BYTES * 1.01
+    grown = {abi: f"{before} -> {sizes['abis'][abi]['so_bytes']} B" for abi, before in RELEASE_0_1_0_SO_BYTES.items()
+             if sizes["abis"][abi]["so_bytes"] >= before * 1.01}
+    assert not grown, (f"libminirt.so grew 1 % or more over release 0.1.0 for MobileNetV2's op set: {grown}; "
+                       f"OUT/size_report.md attributes the bytes per object, `minibuild size diff` compares builds")
+    assert sizes["aar"]["bytes"] < RELEASE_0_1_0_AAR_BYTES * 1.01, (sizes["aar"]["bytes"], RELEASE_0_1_0_AAR_BYTES)
     # The build's size report says the same, per ABI raw and deflated, and each AAR.
     md = (out / "size_report.md").read_text()
     assert f"| android | `dist/{NAME}-{VERSION}.aar` | {sizes['aar']['bytes']} |  |" in md
