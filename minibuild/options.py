@@ -110,9 +110,9 @@ def check(opts: Options) -> tuple[list[str], dict[str, list]]:
     if opts.jobs is not None and opts.jobs < 1:
         raise ValueError(f"-j {opts.jobs}: expected a number of parallel jobs >= 1")
     url = opts.remote_cache
-    if url and not url.startswith(("http://", "https://")):
-        raise ValueError(f"--remote-cache {url}: expected an http:// or https:// URL of a Bazel HTTP cache "
-                         "(bazel-remote, nginx with WebDAV, ...)")
+    if url and not url.startswith(("http://", "https://", "grpc://", "grpcs://")):
+        raise ValueError(f"--remote-cache {url}: expected an http(s):// URL of a Bazel HTTP cache (bazel-remote, "
+                         "nginx with WebDAV) or grpc(s)://HOST:PORT[/INSTANCE] of a Remote Execution API cache")
     names, wanted = resolve_targets(opts)
     for name in names:
         chk = getattr(platforms.get(name), "check_options", None)

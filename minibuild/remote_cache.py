@@ -33,28 +33,51 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 _PACKAGE = "build.bazel.remote.execution.v2"
 
 
-def _messages():
-    """Digest, OutputFile and ActionResult, with the REAPI's field numbers (a subset:
-    what a cached action here produces; other fields decode as unknown and are kept)."""
+# The Remote Execution API messages this cache speaks (a subset of each, with the
+# REAPI's own field numbers; tests/test_remote_cache.py checks them against the REAPI
+# protos BuildGrid ships). Fields not listed decode as unknown fields and are kept.
+_SCHEMA = {
+    "Digest": [("hash", 1, "string"), ("size_bytes", 2, "int64")],
+    "OutputFile": [("path", 1, "string"), ("digest", 2, "Digest"), ("is_executable", 4, "bool")],
+    "ActionResult": [("output_files", 2, "*OutputFile"), ("exit_code", 4, "int32")],
+    "Status": [("code", 1, "int32"), ("message", 2, "string")],       # google.rpc.Status
+    "GetActionResultRequest": [("instance_name", 1, "string"), ("action_digest", 2, "Digest")],
+    "UpdateActionResultRequest": [("instance_name", 1, "string"), ("action_digest", 2, "Digest"),
+                                  ("action_result", 3, "ActionResult")],
+    "FindMissingBlobsRequest": [("instance_name", 1, "string"), ("blob_digests", 2, "*Digest")],
+    "FindMissingBlobsResponse": [("missing_blob_digests", 2, "*Digest")],
+    "UpdateBlob": [("digest", 1, "Digest"), ("data", 2, "bytes")],    # BatchUpdateBlobsRequest.Request
+    "BatchUpdateBlobsRequest": [("instance_name", 1, "string"), ("requests", 2, "*UpdateBlob")],
+    "UpdatedBlob": [("digest", 1, "Digest"), ("status", 2, "Status")],  # BatchUpdateBlobsResponse.Response
+    "BatchUpdateBlobsResponse": [("responses", 1, "*UpdatedBlob")],
+    "BatchReadBlobsRequest": [("instance_name", 1, "string"), ("digests", 2, "*Digest")],
+    "ReadBlob": [("digest", 1, "Digest"), ("data", 2, "bytes"), ("status", 3, "Status")],  # ...Response.Response
+    "BatchReadBlobsResponse": [("responses", 1, "*ReadBlob")],
+}
+
+
+def _messages() -> dict:
     f = descriptor_pb2.FileDescriptorProto(name="minibuild_reapi_subset.proto", package=_PACKAGE, syntax="proto3")
     T = descriptor_pb2.FieldDescriptorProto
-    digest = f.message_type.add(name="Digest")
-    digest.field.add(name="hash", number=1, type=T.TYPE_STRING, label=T.LABEL_OPTIONAL)
-    digest.field.add(name="size_bytes", number=2, type=T.TYPE_INT64, label=T.LABEL_OPTIONAL)
-    out = f.message_type.add(name="OutputFile")
-    out.field.add(name="path", number=1, type=T.TYPE_STRING, label=T.LABEL_OPTIONAL)
-    out.field.add(name="digest", number=2, type=T.TYPE_MESSAGE, label=T.LABEL_OPTIONAL, type_name=f".{_PACKAGE}.Digest")
-    out.field.add(name="is_executable", number=4, type=T.TYPE_BOOL, label=T.LABEL_OPTIONAL)
-    result = f.message_type.add(name="ActionResult")
-    result.field.add(name="output_files", number=2, type=T.TYPE_MESSAGE, label=T.LABEL_REPEATED,
-                     type_name=f".{_PACKAGE}.OutputFile")
-    result.field.add(name="exit_code", number=4, type=T.TYPE_INT32, label=T.LABEL_OPTIONAL)
+    scalars = {"string": T.TYPE_STRING, "int64": T.TYPE_INT64, "int32": T.TYPE_INT32, "bool": T.TYPE_BOOL,
+               "bytes": T.TYPE_BYTES}
+    for name, fields in _SCHEMA.items():
+        m = f.message_type.add(name=name)
+        for fname, number, kind in fields:
+            repeated = kind.startswith("*")
+            kind = kind.lstrip("*")
+            label = T.LABEL_REPEATED if repeated else T.LABEL_OPTIONAL
+            if kind in scalars:
+                m.field.add(name=fname, number=number, type=scalars[kind], label=label)
+            else:
+                m.field.add(name=fname, number=number, type=T.TYPE_MESSAGE, label=label, type_name=f".{_PACKAGE}.{kind}")
     pool = descriptor_pool.DescriptorPool()
     pool.Add(f)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.ActionResult"))
+    return {name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{name}")) for name in _SCHEMA}
 
 
-ActionResult = _messages()
+MESSAGES = _messages()
+ActionResult = MESSAGES["ActionResult"]
 
 
 def encode_result(outputs: dict[str, bytes]) -> tuple[bytes, dict[str, bytes]]:
@@ -103,8 +126,9 @@ class RemoteCache:
         if not url:
             return None
         headers = json.loads(env.get("MINIBUILD_REMOTE_HEADERS") or "{}")
-        return cls(url, headers, env.get("MINIBUILD_REMOTE_READ_ONLY") == "1",
-                   float(env.get("MINIBUILD_REMOTE_TIMEOUT") or 10), warn=warn)
+        kind = GrpcRemoteCache if url.startswith(("grpc://", "grpcs://")) else cls
+        return kind(url, headers, env.get("MINIBUILD_REMOTE_READ_ONLY") == "1",
+                    float(env.get("MINIBUILD_REMOTE_TIMEOUT") or 10), warn=warn)
 
     def _disable(self, why: str) -> None:
         with self._lock:
@@ -165,4 +189,112 @@ class RemoteCache:
             if self._request("PUT", f"cas/{digest}", blob) is None and self.disabled:
                 return
         if self._request("PUT", f"ac/{key}", result) is not None or not self.disabled:
+            self.stats["uploads"] += 1
+
+
+class GrpcRemoteCache(RemoteCache):
+    """The same cache over the Remote Execution API's gRPC services, for fleets that
+    run Buildbarn, BuildBuddy, NativeLink or BuildGrid: ActionCache.GetActionResult /
+    UpdateActionResult, ContentAddressableStorage.FindMissingBlobs / BatchUpdateBlobs /
+    BatchReadBlobs. URL: grpc://host:port[/instance] (grpcs:// for TLS). Headers go as
+    gRPC metadata (lower-cased names)."""
+
+    _AC = f"/{_PACKAGE}.ActionCache/"
+    _CAS = f"/{_PACKAGE}.ContentAddressableStorage/"
+
+    def __init__(self, url: str, headers: dict | None = None, read_only: bool = False, timeout: float = 10.0,
+                 retries: int = 2, warn=None):
+        import grpc
+        from urllib.parse import urlparse
+        u = urlparse(url)
+        if u.scheme not in ("grpc", "grpcs") or not u.hostname or not u.port:
+            raise ValueError(f"remote cache {url!r}: expected grpc://HOST:PORT[/INSTANCE] or grpcs://...")
+        self.url, self.headers, self.read_only, self.timeout, self.retries = url, dict(headers or {}), read_only, timeout, retries
+        self.instance = u.path.strip("/")
+        self.disabled = None
+        self._warn = warn or (lambda msg: print(f"warning: {msg}", file=sys.stderr))
+        self._lock = threading.Lock()
+        self.stats = {"hits": 0, "misses": 0, "uploads": 0, "refused": 0}
+        target = f"{u.hostname}:{u.port}"
+        self._grpc = grpc
+        self._channel = (grpc.secure_channel(target, grpc.ssl_channel_credentials()) if u.scheme == "grpcs"
+                         else grpc.insecure_channel(target))
+        self._metadata = [(k.lower(), v) for k, v in self.headers.items()]
+
+    def _call(self, path: str, request, response: str):
+        """The response message; None for NOT_FOUND; other failures turn the cache off."""
+        if self.disabled:
+            return None
+        grpc = self._grpc
+        method = self._channel.unary_unary(path, request_serializer=lambda m: m.SerializeToString(),
+                                           response_deserializer=MESSAGES[response].FromString)
+        last = ""
+        for _ in range(self.retries + 1):
+            try:
+                return method(request, timeout=self.timeout, metadata=self._metadata)
+            except grpc.RpcError as e:
+                if e.code() == grpc.StatusCode.NOT_FOUND:
+                    return None
+                last = f"{path.rsplit('/', 1)[-1]}: {e.code().name} {e.details() or ''}".strip()
+                if e.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+                                    grpc.StatusCode.RESOURCE_EXHAUSTED):
+                    break
+        self._disable(last)
+        return None
+
+    def _digest(self, hexdigest: str, size: int):
+        return MESSAGES["Digest"](hash=hexdigest, size_bytes=size)
+
+    def get(self, key: str) -> dict[str, bytes] | None:
+        req = MESSAGES["GetActionResultRequest"](instance_name=self.instance, action_digest=self._digest(key, 0))
+        result = self._call(self._AC + "GetActionResult", req, "ActionResult")
+        if result is None:
+            if not self.disabled:
+                self.stats["misses"] += 1
+            return None
+        if result.exit_code != 0:
+            self.stats["refused"] += 1
+            return None
+        files = [(f.path, f.digest.hash, f.digest.size_bytes) for f in result.output_files]
+        read = MESSAGES["BatchReadBlobsRequest"](instance_name=self.instance,
+                                                 digests=[self._digest(d, n) for _, d, n in files])
+        resp = self._call(self._CAS + "BatchReadBlobs", read, "BatchReadBlobsResponse")
+        if resp is None:
+            return None
+        blobs = {r.digest.hash: r.data for r in resp.responses if r.status.code == 0}
+        outputs = {}
+        for path, digest, size in files:
+            blob = blobs.get(digest)
+            if blob is None or len(blob) != size or hashlib.sha256(blob).hexdigest() != digest:
+                self.stats["refused" if blob is not None else "misses"] += 1
+                return None
+            outputs[path] = blob
+        self.stats["hits"] += 1
+        return outputs
+
+    def put(self, key: str, outputs: dict[str, bytes]) -> None:
+        if self.read_only or self.disabled:
+            return
+        _, blobs = encode_result(outputs)
+        digests = [self._digest(d, len(b)) for d, b in blobs.items()]
+        missing = self._call(self._CAS + "FindMissingBlobs",
+                             MESSAGES["FindMissingBlobsRequest"](instance_name=self.instance, blob_digests=digests),
+                             "FindMissingBlobsResponse")
+        if missing is None:
+            return
+        want = {d.hash for d in missing.missing_blob_digests}
+        if want:
+            upd = MESSAGES["BatchUpdateBlobsRequest"](instance_name=self.instance, requests=[
+                MESSAGES["UpdateBlob"](digest=self._digest(d, len(b)), data=b) for d, b in blobs.items() if d in want])
+            resp = self._call(self._CAS + "BatchUpdateBlobs", upd, "BatchUpdateBlobsResponse")
+            if resp is None or any(r.status.code != 0 for r in resp.responses):
+                return
+        result = MESSAGES["ActionResult"]()
+        for d, b in sorted(blobs.items()):
+            name = next(n for n, data in outputs.items() if hashlib.sha256(data).hexdigest() == d)
+            f = result.output_files.add(path=name)
+            f.digest.hash, f.digest.size_bytes = d, len(b)
+        req = MESSAGES["UpdateActionResultRequest"](instance_name=self.instance, action_digest=self._digest(key, 0),
+                                                    action_result=result)
+        if self._call(self._AC + "UpdateActionResult", req, "ActionResult") is not None:
             self.stats["uploads"] += 1
