@@ -16,7 +16,9 @@ from .manifest import Manifest
 from .registry import Registry
 from .toolchain import Target
 
-RUNTIME_SOURCES = ("runtime/model.c", "runtime/session.c", "runtime/attrs.c", "runtime/kernel_ctx.c", "runtime/status.c")
+# The runtime core's units (one-way calls, internal.h), each compiled to its own object.
+RUNTIME_UNITS = ("runtime/status.c", "runtime/kernel_ctx.c", "runtime/attrs.c", "runtime/model.c", "runtime/session.c")
+RUNTIME_SOURCES = RUNTIME_UNITS
 
 
 @dataclass

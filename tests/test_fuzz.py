@@ -315,3 +315,38 @@ def test_shipped_library_rejects_corrupt_files_with_messages(seed_models):
             minirt.InferenceSession(data)
         assert e.value.status == "INVALID_MODEL", (what, str(e.value))
         assert len(str(e.value)) > 20, what
+
+
+def test_loader_refuses_a_memory_plan_where_an_output_partly_overlaps_its_input():
+    """Copying kernels (Transpose, Concat, Gather, Expand...) trust the plan: the loader
+    checks once that a node's output and its inputs alias exactly or lie apart."""
+    import importlib
+    import sys
+    from onnx import TensorProto, helper
+    from minibuild import convert
+    testing._session_lib()
+    sys.path.insert(0, str(resources.path("packaging", "python")))
+    minirt = importlib.import_module("minirt")
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Transpose", ["a"], ["b"], perm=[1, 0]),
+                           helper.make_node("Sigmoid", ["b"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 16])])
+    data, _ = convert_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), {"x": np.zeros((16, 16), np.float32)})
+    minirt.InferenceSession(data).close()
+    h = convert.HEADER.unpack_from(data)
+    n_tensors, tensors_at, strings_at = h[7], h[13], h[17]
+    body = bytearray(data)
+    rec = {}   # tensor name -> (record position, kind, arena offset, nbytes)
+    for i in range(n_tensors):
+        at = tensors_at + i * convert.TENSOR.size
+        f = convert.TENSOR.unpack_from(body, at)
+        name = bytes(body[strings_at + f[0]:]).split(b"\0", 1)[0].decode()
+        rec[name] = (at, f[3], f[10], f[11])
+    (a_at, a_kind, a_off, a_n), (b_at, b_kind, b_off, b_n) = rec["a"], rec["b"]
+    assert a_kind == b_kind == 0 and a_n == b_n == 16 * 16 * 4     # both in the arena
+    assert a_off + a_n <= b_off or b_off + b_n <= a_off            # the planner keeps them apart
+    struct.pack_into("<Q", body, b_at + 64, a_off + 64)            # b now starts 64 bytes into a
+    body[12:16] = struct.pack("<I", zlib.crc32(bytes(body[96:])) & 0xFFFFFFFF)
+    with pytest.raises(minirt.MinirtError) as e:
+        minirt.InferenceSession(bytes(body))
+    assert e.value.status == "INVALID_MODEL" and "output 'b' partly overlaps input 'a'" in str(e.value), str(e.value)

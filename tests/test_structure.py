@@ -116,7 +116,7 @@ def test_runtime_core_units_call_one_way(tmp_path):
     codegen.render(reg, testing.full_manifest(reg), gen)
     src = resources.path("kernels_src")
     units = {}
-    for rel in build.RUNTIME_SOURCES:
+    for rel in build.RUNTIME_UNITS:
         obj = tmp_path / (Path(rel).stem + ".o")
         subprocess.run([*toolchain.ZIG, "cc", "-target", "x86_64-linux-gnu.2.17", "-c", "-Os", str(src / rel),
                         "-o", str(obj), "-I", str(src / "include"), "-I", str(src / "runtime"), "-I", str(gen)],

@@ -60,8 +60,6 @@ mrt_status mrt_model_load(struct mrt_session *s);
 /* status.c (mrt_status_string is public, in minirt.h). */
 size_t mrt_dtype_size(uint32_t dtype);     /* 0 for an unknown dtype */
 const char *mrt_dtype_name(uint32_t dtype);
-/* A kernel type signature (mrt_node.types) as "float32" / "float32,int64", into buf. */
-const char *mrt_types_name(uint32_t types, char *buf, size_t size);
 /* vsnprintf into dst, or an empty string when messages are compiled out
  * (the format strings then stay out of the binary too). Inline: two callers,
  * mrt_session_fail and mrt_ctx_error, and smaller than a call on ARM. */

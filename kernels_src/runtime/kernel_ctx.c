@@ -31,10 +31,8 @@ mrt_status mrt_ctx_error(mrt_ctx *ctx, const mrt_node *node, mrt_status status, 
   struct mrt_session *s = ctx->session;
   size_t n = 0;
 #if MRT_ENABLE_MESSAGES
-  char types[64];
-  n = (size_t)snprintf(s->error, sizeof s->error, "node '%s' (%s%s%s opset %u, %s): ", node->name,
-                       node->domain, node->domain[0] ? "." : "", node->op, node->opset,
-                       mrt_types_name(node->types, types, sizeof types));
+  n = (size_t)snprintf(s->error, sizeof s->error, "node '%s' (%s%s%s opset %u): ", node->name,
+                       node->domain, node->domain[0] ? "." : "", node->op, node->opset);
   if (n >= sizeof s->error) n = sizeof s->error - 1;
 #else
   (void)node;

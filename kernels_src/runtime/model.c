@@ -127,6 +127,16 @@ static mrt_status load_attrs(reader *r, const uint8_t *tab, uint32_t n_attrs) {
   return MRT_STATUS_OK;
 }
 
+/* A node's output and an input in the arena share memory exactly (a view) or not
+ * at all: a partial overlap, which only a corrupt memory plan has, would make every
+ * kernel that copies from input to output read what it has just written. */
+static int partly_overlap(const mrt_tensor *a, const mrt_tensor *b) {
+  if (a->is_constant || b->is_constant || !a->nbytes || !b->nbytes) return 0;
+  const uintptr_t a0 = (uintptr_t)a->data, b0 = (uintptr_t)b->data; /* arena offsets until rebased */
+  if (a0 == b0 && a->nbytes == b->nbytes) return 0;
+  return a0 < b0 + b->nbytes && b0 < a0 + a->nbytes;
+}
+
 /* Every node input must exist before the node runs: a graph input, a
  * constant, or the output of an earlier node. Kernels rely on it. */
 static mrt_status check_order(struct mrt_session *s) {
@@ -141,7 +151,14 @@ static mrt_status check_order(struct mrt_session *s) {
       if (n->inputs[k] && !ready[n->inputs[k] - s->tensors])
         st = mrt_session_fail(s, MRT_STATUS_INVALID_MODEL, "node '%s' (%s) reads '%s' before it is written", n->name, n->op, n->inputs[k]->name);
     }
-    for (uint32_t k = 0; k < n->n_outputs; k++) ready[n->outputs[k] - s->tensors] = 1;
+    for (uint32_t k = 0; k < n->n_outputs && !st; k++) {
+      for (uint32_t j = 0; j < n->n_inputs && !st; j++) {
+        if (n->inputs[j] && partly_overlap(n->outputs[k], n->inputs[j]))
+          st = mrt_session_fail(s, MRT_STATUS_INVALID_MODEL, "node '%s': output '%s' partly overlaps input '%s'",
+                                n->name, n->outputs[k]->name, n->inputs[j]->name);
+      }
+      ready[n->outputs[k] - s->tensors] = 1;
+    }
   }
   for (uint32_t k = 0; k < s->n_outputs && !st; k++) {
     if (!ready[s->graph_io[s->n_inputs + k]])

@@ -42,12 +42,14 @@ static mrt_status session_init(struct mrt_session *s) {
     mrt_node *n = &s->nodes[i];
     n->kernel = find_kernel(n);
     if (!n->kernel) {
-      char types[64];
+      /* The signature's element types, one byte each (at most two named here). */
+      const uint32_t t = n->types;
       return mrt_session_fail(s, MRT_STATUS_UNSUPPORTED,
-                              "node '%s': this build has no kernel for %s%s%s opset %u type %s; "
+                              "node '%s': this build has no kernel for %s%s%s opset %u type %s%s%s%s; "
                               "rebuild the runtime with minibuild including the model that uses it",
                               n->name, n->domain, n->domain[0] ? "." : "", n->op, n->opset,
-                              mrt_types_name(n->types, types, sizeof types));
+                              mrt_dtype_name(t & 0xffu), t >> 8 ? "," : "", t >> 8 ? mrt_dtype_name(t >> 8 & 0xffu) : "",
+                              t >> 16 ? ",..." : "");
     }
     st = n->kernel->prepare(n, &ctx);
     if (st) return st;

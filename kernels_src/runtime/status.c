@@ -43,23 +43,6 @@ const char *mrt_dtype_name(uint32_t dtype) {
 }
 /* END generated element types */
 
-const char *mrt_types_name(uint32_t types, char *buf, size_t size) {
-  if (!size) return buf;
-  size_t n = 0;
-#if MRT_ENABLE_MESSAGES
-  for (int i = 0; i < 4; i++) {
-    const uint32_t dtype = (types >> (8 * i)) & 0xffu;
-    if (i > 0 && !dtype) break;
-    if (i > 0 && n + 1 < size) buf[n++] = ',';
-    for (const char *c = mrt_dtype_name(dtype); *c && n + 1 < size; c++) buf[n++] = *c;
-  }
-#else
-  (void)types;
-#endif
-  buf[n] = 0;
-  return buf;
-}
-
 const char *mrt_status_string(mrt_status status) {
   switch (status) {
     case MRT_STATUS_OK: return "OK";
