@@ -6,6 +6,7 @@ these two functions, so the spelling can never differ between two places."""
 
 ONNX = "ai.onnx"
 MINIBUILD = "ai.minibuild"   # minibuild's fused operators (FusedConv, FusedGemm, ...)
+MICROSOFT = "com.microsoft"  # onnxruntime's contrib operators (QOperator-form int8: QLinearAdd, QGemm, ...)
 
 
 def canonical(domain: str | None) -> str:

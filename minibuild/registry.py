@@ -16,7 +16,7 @@ from .errors import RegistryError
 DTYPES = {t.name: (t.onnx, t.ort) for t in dtypes.TABLE}
 DTYPE_BY_ONNX = {t.onnx: t.name for t in dtypes.TABLE}
 C_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-DOMAINS = {domains.ONNX, domains.MINIBUILD}
+DOMAINS = {domains.ONNX, domains.MINIBUILD, domains.MICROSOFT}
 
 _OP_KEYS = {"op", "domain", "versions", "type_constraint", "type_from", "type_constraints", "symbols",
             "signatures", "instantiate", "source", "speed", "requires", "constant_inputs", "types", "attributes", "notes"}
