@@ -91,3 +91,39 @@ def calibrate(platform_names: list[str], abis: list[str] | None = None, work: Pa
         if tmp:
             tmp.cleanup()
     return doc
+
+
+def type_reduction(models_dir: Path, platform: str = "linux", abi: str | None = None, work: Path | None = None,
+                   fixed_dims=None, input_shapes=None, jobs: int | None = None) -> dict:
+    """What type reduction saves for a model set: the same op set built twice, with
+    every type signature the registry offers for each op the models use, and with only
+    the signatures the models use (what a build compiles). Kernel bytes are the size
+    report's attribution of the kernel objects in each linked library."""
+    from . import scan
+    registry = registry_mod.load()
+    models = [scan.scan_model(p, registry, fixed_dims, input_shapes, root=models_dir)
+              for p in scan.find_models(models_dir)]
+    needs = [n for m in models for n in scan.needs(m, registry)]
+    manifest_mod.select(registry, models, needs)
+    used = manifest_mod.build(models, needs)
+    every = manifest_mod.Manifest(models=used.models, entries=[
+        manifest_mod.Entry(e.domain, e.op, e.opset, e.type_constraint, sorted(registry.get(e.domain, e.op).kernels))
+        for e in used.entries])
+    target = platforms.targets(platform, [abi] if abi else None)[0]
+    with tempfile.TemporaryDirectory(prefix="minibuild-types-") as tmp:
+        root = Path(work or tmp)
+        sizes = {name: _measure(target, registry, m, root / name, jobs) for name, m in (("every", every), ("used", used))}
+    e, u = sizes["every"], sizes["used"]
+    cut = e["groups"]["kernels"] - u["groups"]["kernels"]
+    return {
+        "target": target.name,
+        "ops": len(used.entries),
+        "signatures": {"every": sum(len(x.signatures) for x in every.entries),
+                       "used": sum(len(x.signatures) for x in used.entries)},
+        "kernel_objects": {"every": e["n_kernels"], "used": u["n_kernels"]},
+        "kernel_bytes": {"every": e["groups"]["kernels"], "used": u["groups"]["kernels"]},
+        "library_bytes": {"every": e["file_size"], "used": u["file_size"]},
+        "kernel_bytes_cut": cut,
+        "kernel_cut_percent": round(100.0 * cut / e["groups"]["kernels"], 1) if e["groups"]["kernels"] else 0.0,
+        "library_cut_percent": round(100.0 * (e["file_size"] - u["file_size"]) / e["file_size"], 1),
+    }

@@ -6,6 +6,7 @@ while report/ only reads what builds left behind.
     minibuild size diff OLD.json NEW.json [--all]
     minibuild size estimate --models DIR [--platform P] [--abi A] [--table FILE] [--json]
     minibuild size calibrate [--platform P] [--abi A] [--table FILE] [--work DIR]
+    minibuild size types --models DIR [--platform P] [--abi A] [--json]   what type reduction saves
 """
 
 from __future__ import annotations
@@ -40,6 +41,14 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--fix-dim", action="append", metavar="NAME=N")
     e.add_argument("--input-shape", action="append", metavar="INPUT=D0,D1,...")
     e.add_argument("--json", action="store_true")
+    t = sub.add_parser("types", help="build the models' op set with every type the registry offers and with the "
+                       "types they use, and report the bytes type reduction cuts")
+    t.add_argument("--models", type=Path, required=True)
+    t.add_argument("--platform", default="linux")
+    t.add_argument("--abi")
+    t.add_argument("--fix-dim", action="append", metavar="NAME=N")
+    t.add_argument("--input-shape", action="append", metavar="INPUT=D0,D1,...")
+    t.add_argument("--json", action="store_true")
     c = sub.add_parser("calibrate", help="build every registry kernel per target and measure it (updates the table)")
     c.add_argument("--platform", default="linux")
     c.add_argument("--abi", action="append")
@@ -104,6 +113,21 @@ def _run(args) -> int:
             print(f"{r['target']:24} {r['bytes']:>15}  {p['runtime']:>8} {p['kernels']:>8} {p['support']:>8} "
                   f"{p.get('glue', 0):>6} {p.get('overhead', 0):>8}  {note}")
         return 0 if all("error" not in r for r in results) else 1
+    if args.cmd == "types":
+        from .calibrate import type_reduction
+        from .options import parse_fix_dims, parse_input_shapes
+        r = type_reduction(args.models, args.platform, args.abi, fixed_dims=parse_fix_dims(args.fix_dim),
+                           input_shapes=parse_input_shapes(args.input_shape))
+        if args.json:
+            print(json.dumps(r, indent=1))
+        else:
+            print(f"{r['target']}: {r['ops']} ops; {r['signatures']['used']} of {r['signatures']['every']} type "
+                  f"signatures used, {r['kernel_objects']['used']} of {r['kernel_objects']['every']} kernel objects")
+            print(f"  kernel bytes: {r['kernel_bytes']['every']} with every type -> {r['kernel_bytes']['used']} "
+                  f"(-{r['kernel_bytes_cut']} B, -{r['kernel_cut_percent']} %)")
+            print(f"  library:      {r['library_bytes']['every']} -> {r['library_bytes']['used']} B "
+                  f"(-{r['library_cut_percent']} %)")
+        return 0
     if args.cmd == "calibrate":
         from .calibrate import calibrate
         doc = calibrate([args.platform], args.abi, args.work, args.table, args.jobs, log=print)
