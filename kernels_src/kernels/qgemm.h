@@ -1,0 +1,74 @@
+/*
+ * Integer GEMM (support unit `qgemm`): 8-bit operands, int32 result, shared by
+ * MatMulInteger, ConvInteger and the QLinear* kernels (which requantise the int32).
+ *
+ *   C[i][j] = (accumulate ? C[i][j] : 0) + sum_k (A(i,k) - za[i]) * (B(k,j) - zb[j])
+ *
+ * exactly, in int32 (wrapping only past 2^31, as onnxruntime does). A and B are
+ * each uint8 or int8, independently; a zero point is one value for the whole
+ * operand (per tensor) or one per row of A / per column of B (per channel).
+ *
+ * Operands are described by mrt_qgemm_src, as mrt_sgemm_src in gemm.h: either
+ * packed once (constant weights, at prepare, with mrt_qgemm_pack_a / _b into
+ * mrt_qgemm_packed_a_size / _b_size bytes), or strided and packed at run time
+ * into scratch. Zero points are folded in while packing, so a packed operand
+ * carries its zero points with it.
+ *
+ * The packed layout belongs to the micro-kernel family: pack with the kernel
+ * that mrt_qgemm_kernel_select() returned and that will run the GEMM. The
+ * choice is made by CPU at prepare (cpuid on x86_64; MINIRT_MAX_CPU_ISA=sse caps
+ * it as for the float GEMM). Callers treat packed buffers as opaque bytes.
+ *
+ * Convolution (NCHW) maps as: A = weights (M = output channels x K = C*kh*kw,
+ * packed at prepare, per-channel zero points per row), B = im2col (K x HW, rs = HW,
+ * cs = 1, packed per call), C = M x HW. MatMul maps A = activations, B = weights.
+ */
+#ifndef MRT_QGEMM_H
+#define MRT_QGEMM_H
+
+#include "mrt_kernel.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mrt_qgemm_kernel mrt_qgemm_kernel; /* opaque: a micro-kernel family */
+
+/* The best micro-kernel family for the running CPU. */
+const mrt_qgemm_kernel *mrt_qgemm_kernel_select(void);
+/* Its name ("avx2", "sse", "neon", ...), for benchmarks and error messages. */
+const char *mrt_qgemm_kernel_name(const mrt_qgemm_kernel *kern);
+
+typedef struct mrt_qgemm_src {
+  const void *packed;   /* whole operand packed by mrt_qgemm_pack_a/_b for this kernel, or NULL */
+  const void *data;     /* else strided: A(i,k) = data[i*rs + k*cs], B(k,j) = data[k*rs + j*cs] */
+  size_t rs, cs;        /* in elements */
+  int is_signed;        /* elements are int8 (1) or uint8 (0) */
+  const int32_t *zero;  /* zero point(s), or NULL for 0 */
+  size_t zero_count;    /* 1 (per tensor), or m (A: per row) / n (B: per column) */
+} mrt_qgemm_src;
+
+/* Bytes of a whole packed A (m x k) / B (k x n). */
+size_t mrt_qgemm_packed_a_size(const mrt_qgemm_kernel *kern, size_t m, size_t k);
+size_t mrt_qgemm_packed_b_size(const mrt_qgemm_kernel *kern, size_t k, size_t n);
+/* Packs a strided operand described by src (src->packed ignored) into dst
+ * (64-byte alignment is best, 16 suffices). */
+void mrt_qgemm_pack_a(const mrt_qgemm_kernel *kern, size_t m, size_t k, const mrt_qgemm_src *src,
+                      void *MRT_RESTRICT dst);
+void mrt_qgemm_pack_b(const mrt_qgemm_kernel *kern, size_t k, size_t n, const mrt_qgemm_src *src,
+                      void *MRT_RESTRICT dst);
+
+/* Bytes of 64-byte aligned scratch mrt_qgemm needs (0 when both are packed). */
+size_t mrt_qgemm_scratch_size(const mrt_qgemm_kernel *kern, size_t m, size_t n, size_t k,
+                              int a_packed, int b_packed);
+
+/* C (m x n int32, row stride ldc) as described at the top of this file. */
+void mrt_qgemm(const mrt_qgemm_kernel *kern, size_t m, size_t n, size_t k, const mrt_qgemm_src *a,
+               const mrt_qgemm_src *b, int accumulate, int32_t *MRT_RESTRICT c, size_t ldc,
+               void *scratch);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MRT_QGEMM_H */
