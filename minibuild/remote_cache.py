@@ -171,9 +171,14 @@ class RemoteCache:
         except ValueError:
             self.stats["refused"] += 1
             return None
+        return self._verified(files, lambda digest: self._request("GET", f"cas/{digest}"))
+
+    def _verified(self, files: list[tuple[str, str, int]], blob_of) -> dict[str, bytes] | None:
+        """Each output's bytes (blob_of(sha256)), checked against its digest and size:
+        a blob that does not match is refused, and the whole result with it."""
         outputs = {}
         for path, digest, size in files:
-            blob = self._request("GET", f"cas/{digest}")
+            blob = blob_of(digest)
             if blob is None or len(blob) != size or hashlib.sha256(blob).hexdigest() != digest:
                 self.stats["refused" if blob is not None else "misses"] += 1
                 return None
@@ -262,15 +267,7 @@ class GrpcRemoteCache(RemoteCache):
         if resp is None:
             return None
         blobs = {r.digest.hash: r.data for r in resp.responses if r.status.code == 0}
-        outputs = {}
-        for path, digest, size in files:
-            blob = blobs.get(digest)
-            if blob is None or len(blob) != size or hashlib.sha256(blob).hexdigest() != digest:
-                self.stats["refused" if blob is not None else "misses"] += 1
-                return None
-            outputs[path] = blob
-        self.stats["hits"] += 1
-        return outputs
+        return self._verified(files, blobs.get)
 
     def put(self, key: str, outputs: dict[str, bytes]) -> None:
         if self.read_only or self.disabled:
