@@ -129,3 +129,22 @@ def with_output_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
         if not out.type.tensor_type.HasField("shape") and out.name in known:
             out.type.CopyFrom(known[out.name].type)
     return model
+
+
+def one_node(op, feeds, consts=None, opset=17, n_out=1, inputs=None, **attrs) -> onnx.ModelProto:
+    """A single-`op` float model: `feeds` are runtime inputs, `consts` initializers, in
+    that order unless `inputs` names them ('' for an omitted optional input). Outputs
+    y0, y1, ... are declared without a shape: give them one (with_output_shapes, or
+    from onnxruntime) before a build, which runs onnx.checker."""
+    consts = consts or {}
+    names = inputs if inputs is not None else list(feeds) + list(consts)
+    node = helper.make_node(op, names, [f"y{i}" for i in range(n_out)], **attrs)
+    graph = helper.make_graph(
+        [node], "t",
+        [helper.make_tensor_value_info(k, TensorProto.FLOAT, v.shape) for k, v in feeds.items()],
+        [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, None) for i in range(n_out)],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model

@@ -10,6 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import models
 from models import with_output_shapes
 
 ort = pytest.importorskip("onnxruntime")
@@ -23,20 +24,7 @@ def randn(*shape):
 
 
 def one_node(op, feeds, consts=None, opset=17, n_out=1, **attrs):
-    """A model of a single `op` node; `feeds` are runtime inputs, `consts` initializers
-    (input order: feeds first, then consts, unless a name is given as ''). """
-    consts = consts or {}
-    names = list(feeds) + list(consts)
-    node = helper.make_node(op, names, [f"y{i}" for i in range(n_out)], **attrs)
-    graph = helper.make_graph(
-        [node], "t",
-        [helper.make_tensor_value_info(k, TensorProto.FLOAT, v.shape) for k, v in feeds.items()],
-        [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, None) for i in range(n_out)],
-        [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    return with_output_shapes(model)
+    return with_output_shapes(models.one_node(op, feeds, consts, opset, n_out, **attrs))
 
 
 def check(model, feeds, rtol=1e-5, atol=1e-5):

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import models
+
 ort = pytest.importorskip("onnxruntime")
 testing = pytest.importorskip("minibuild.testing")
 
@@ -20,21 +22,7 @@ def randn(*shape, scale=1.0):
     return (RNG.standard_normal(shape) * scale).astype(np.float32)
 
 
-def one_node(op, feeds, consts=None, opset=17, n_out=1, inputs=None, **attrs):
-    """A single-`op` model; `feeds` are runtime inputs, `consts` initializers, in
-    that order unless `inputs` names them ('' for an omitted optional input)."""
-    consts = consts or {}
-    names = inputs if inputs is not None else list(feeds) + list(consts)
-    node = helper.make_node(op, names, [f"y{i}" for i in range(n_out)], **attrs)
-    graph = helper.make_graph(
-        [node], "t",
-        [helper.make_tensor_value_info(k, TensorProto.FLOAT, v.shape) for k, v in feeds.items()],
-        [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, None) for i in range(n_out)],
-        [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    return model
+one_node = models.one_node
 
 
 def with_output_shapes(model, shapes):
