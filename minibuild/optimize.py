@@ -722,6 +722,360 @@ def fuse_layernorm(g: Graph, available: set[tuple[str, str]]) -> bool:
     return changed
 
 
+# --- build-time QDQ lowering --------------------------------------------------------
+# onnxruntime.quantization's QDQ form (and tf2onnx's) wraps every float op in
+# DequantizeLinear inputs and a QuantizeLinear output. onnxruntime rewrites those
+# groups into its quantised kernels when a session starts; here it happens at build
+# time, so the manifest names exactly the int8 kernels that run. Each pattern is
+# matched exactly (constant scales and zero points, the float value used only inside
+# the group); a group that does not match stays float with its DQ/Q around it, and
+# the log says which and why.
+
+_MS = "com.microsoft"
+_QTYPES = {onnx.TensorProto.UINT8: np.uint8, onnx.TensorProto.INT8: np.int8}
+# (x, w, y) element types the QLinearConv / QLinearMatMul / QGemm kernels serve.
+_QSIGS = {(np.uint8, np.int8, np.uint8), (np.uint8, np.uint8, np.uint8), (np.int8, np.int8, np.int8)}
+_QCOPY = {"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze"}
+
+
+@dataclass
+class _QParam:
+    """A quantised value as a DQ node reads it or a Q node writes it."""
+    node: object          # the DequantizeLinear / QuantizeLinear node
+    q: str                # the int8/uint8 value
+    scale: str            # its scale constant (name)
+    zp: str               # its zero-point constant (name), made if the model omits it
+    dtype: type           # np.uint8 / np.int8
+    axis: int | None      # per-axis quantisation axis, None when per tensor
+
+
+def _qparam(g: Graph, node) -> _QParam | None:
+    """The Q/DQ node's parameters, if they are constants and its type int8/uint8."""
+    if node is None or node.domain != "" or node.op_type not in ("DequantizeLinear", "QuantizeLinear"):
+        return None
+    if _attr(node, "block_size", 0) or len(node.input) < 2 or node.input[1] not in g.consts:
+        return None
+    zp = node.input[2] if len(node.input) > 2 and node.input[2] else ""
+    if zp and zp not in g.consts:
+        return None
+    scale = g.consts[node.input[1]]
+    if scale.dtype != np.float32:
+        return None
+    if zp:
+        dtype = g.consts[zp].dtype.type
+    elif node.op_type == "DequantizeLinear":
+        dtype = _QTYPES.get(g.value_info.get(node.input[0], (0, None))[0])
+    else:
+        out_t = _attr(node, "output_dtype", 0)
+        dtype = _QTYPES.get(out_t) if out_t else np.uint8
+    if dtype not in (np.uint8, np.int8, np.int32):
+        return None
+    if not zp:
+        zp = f"{node.input[1]}__zp_{np.dtype(dtype).name}"
+        g.consts.setdefault(zp, np.zeros((), dtype))
+    if scale.size == 1 and g.consts[zp].size == 1:
+        axis = None
+    elif scale.ndim == 1 and g.consts[zp].shape == scale.shape:
+        axis = _attr(node, "axis", 1)
+    else:
+        return None
+    q = node.input[0] if node.op_type == "DequantizeLinear" else node.output[0]
+    return _QParam(node, q, node.input[1], zp, dtype, axis)
+
+
+def _dq_input(g: Graph, name: str) -> _QParam | None:
+    p = _qparam(g, g.producer(name))
+    return p if p is not None and p.node.op_type == "DequantizeLinear" and p.dtype in (np.uint8, np.int8) else None
+
+
+def _scalar_param(g: Graph, p: _QParam) -> bool:
+    return p.axis is None
+
+
+def _q_output(g: Graph, name: str, range_ops: bool = True):
+    """(Q params, [folded Relu/Clip nodes]) when `name` flows only into one
+    QuantizeLinear, through at most one Relu/Clip whose clamp the output range
+    already applies (Relu: the zero point is the type's minimum; Clip(a, b): the
+    representable range lies inside [a, b] within half a step)."""
+    nxt = _single_consumer(g, name)
+    acts = []
+    if nxt is not None and range_ops and nxt.domain == "" and nxt.op_type in ("Relu", "Clip"):
+        acts = [nxt]
+        nxt = _single_consumer(g, nxt.output[0])
+    p = _qparam(g, nxt)
+    if p is None or p.node.op_type != "QuantizeLinear" or p.dtype not in (np.uint8, np.int8) or not _scalar_param(g, p):
+        return None, "its output does not go only into a per-tensor QuantizeLinear"
+    if acts:
+        spec = _activation(g, acts[0])
+        if spec is None:
+            return None, f"{acts[0].op_type} {acts[0].name} has non-constant bounds"
+        lo, hi = (0.0, np.inf) if spec[0] == "Relu" else spec[1]
+        s, z = float(g.consts[p.scale].reshape(())), int(g.consts[p.zp].reshape(()))
+        info = np.iinfo(p.dtype)
+        qlo, qhi = (info.min - z) * s, (info.max - z) * s
+        if qlo < lo - 0.5 * s or qhi > hi + 0.5 * s:
+            return None, (f"{acts[0].op_type} {acts[0].name} clamps inside the output's quantised range "
+                          f"[{qlo:g}, {qhi:g}], so it cannot fold into it")
+    return (p, acts), ""
+
+
+def _same_qparams(g: Graph, a: _QParam, b: _QParam) -> bool:
+    return (a.dtype == b.dtype and _scalar_param(g, a) and _scalar_param(g, b)
+            and np.array_equal(g.consts[a.scale].reshape(-1), g.consts[b.scale].reshape(-1))
+            and np.array_equal(g.consts[a.zp].reshape(-1), g.consts[b.zp].reshape(-1)))
+
+
+def _lower_group(g: Graph, node, qop: str, domain: str, inputs: list, dqs: list, out: tuple, attrs=()):
+    """Replace `node` (with its output Q and folded activations) by `qop` writing the Q's output."""
+    qp, acts = out
+    new = helper.make_node(qop, inputs, [qp.node.output[0]], name=node.name, domain=domain)
+    new.attribute.extend(attrs)
+    for n in [node] + acts:
+        for o in n.output:
+            g.value_info.pop(o, None)
+    g.nodes[g.nodes.index(qp.node)] = new
+    for n in [node] + acts:
+        g.nodes.remove(n)
+    g.touch()
+    originals = [d.node for d in dqs] + [node] + acts + [qp.node]
+    g.absorb(new.name, f"QDQ group lowered to {qop}", originals)
+    g.log.append(f"lowered {' + '.join(f'{n.op_type} {n.name}' for n in originals)} into {qop} {new.name}")
+    if domain == _MS:
+        g.opsets.setdefault(_MS, 1)
+    return new
+
+
+def _weight_q(g: Graph, name: str, axis_ok) -> tuple[_QParam | None, str]:
+    w = _dq_input(g, name)
+    if w is None or w.q not in g.consts:
+        return None, "its weight is not a DequantizeLinear of an int8/uint8 constant"
+    if w.axis is not None and not axis_ok(w.axis % g.consts[w.q].ndim, g.consts[w.scale].size):
+        return None, f"its weight is quantised along axis {w.axis}, which the kernel does not serve"
+    return w, ""
+
+
+def _bias_q(g: Graph, name: str, x: _QParam, w: _QParam, tag: str) -> str | None:
+    """The int32 bias constant for accumulator scale sx * sw: the model's own when its
+    DQ uses that scale (onnxruntime's quantiser writes it so), else the float bias
+    (a float constant or a DQ of one) requantised to it."""
+    sx = g.consts[x.scale].astype(np.float32).reshape(())
+    sw = g.consts[w.scale].astype(np.float32).reshape(-1)
+    want = (sx * sw).astype(np.float32)
+    dq = _qparam(g, g.producer(name))
+    if dq is not None and dq.node.op_type == "DequantizeLinear" and dq.dtype == np.int32 and dq.q in g.consts:
+        s = g.consts[dq.scale].astype(np.float32).reshape(-1)
+        if not np.any(g.consts[dq.zp]) and np.allclose(s, want, rtol=1e-6, atol=0):
+            return dq.q
+        value = (g.consts[dq.q].astype(np.float64) * s).reshape(-1)
+    elif name in g.consts and g.consts[name].dtype == np.float32:
+        value = g.consts[name].astype(np.float64).reshape(-1)
+    else:
+        return None
+    q = np.clip(np.round(value / want.astype(np.float64)), -2**31, 2**31 - 1).astype(np.int32)
+    g.consts[tag] = q
+    return tag
+
+
+def _lower_one(g: Graph, node, available) -> str:
+    """Lower `node`'s QDQ group, or say why it stays float ("" when not a QDQ group)."""
+    op = node.op_type
+    ins = [i for i in node.input]
+    if op in ("Conv", "MatMul", "Gemm"):
+        x = _dq_input(g, ins[0]) if ins else None
+        if x is None:
+            return ""
+        if not _scalar_param(g, x):
+            return "its input is quantised per axis"
+        qop, dom = {"Conv": ("QLinearConv", ""), "MatMul": ("QLinearMatMul", ""), "Gemm": ("QGemm", _MS)}[op]
+        if (domains.canonical(dom), qop) not in available:
+            return f"the registry has no {qop}"
+        if op == "Conv":
+            axis_ok = lambda a, n: a == 0
+        elif op == "MatMul":
+            axis_ok = lambda a, n: True  # checked below: 2-D, per column
+        else:
+            axis_ok = lambda a, n: a == (0 if _attr(node, "transB", 0) else 1)
+        if len(ins) < 2:
+            return "it has no weight"
+        w, why = _weight_q(g, ins[1], axis_ok)
+        if w is None:
+            return why
+        if op == "MatMul" and w.axis is not None and (g.consts[w.q].ndim != 2 or w.axis % 2 != 1):
+            return "its weight is not 2-D quantised per column"
+        out, why = _q_output(g, node.output[0])
+        if out is None:
+            return why
+        if (x.dtype, w.dtype, out[0].dtype) not in _QSIGS:
+            return f"no kernel for activations {np.dtype(x.dtype).name}, weights {np.dtype(w.dtype).name}"
+        bias = ins[2] if len(ins) > 2 and ins[2] else ""
+        attrs = [a for a in node.attribute]
+        if op == "Gemm":
+            if _attr(node, "alpha", 1.0) != 1.0 or (bias and _attr(node, "beta", 1.0) != 1.0):
+                return "alpha or beta is not 1"
+            attrs = [a for a in node.attribute if a.name in ("transA", "transB")]
+        if bias:
+            b = _bias_q(g, bias, x, w, f"{node.output[0]}__qbias")
+            if b is None:
+                return "its bias is neither a constant nor a DequantizeLinear of one"
+            bias = b
+        qp = out[0]
+        if op == "Conv":
+            inputs = [x.q, x.scale, x.zp, w.q, w.scale, w.zp, qp.scale, qp.zp] + ([bias] if bias else [])
+        elif op == "MatMul":
+            if bias:
+                return "MatMul has no bias"
+            inputs = [x.q, x.scale, x.zp, w.q, w.scale, w.zp, qp.scale, qp.zp]
+        else:
+            inputs = [x.q, x.scale, x.zp, w.q, w.scale, w.zp, bias, qp.scale, qp.zp]
+        _lower_group(g, node, qop, dom, inputs, [x, w], out, attrs)
+        return "lowered"
+    if op in ("Add", "Mul"):
+        a, b = (_dq_input(g, i) for i in ins[:2])
+        if a is None and b is None:
+            return ""
+        if a is None or b is None or not _scalar_param(g, a) or not _scalar_param(g, b) or a.dtype != b.dtype:
+            return "its inputs are not both per-tensor DequantizeLinear of one type"
+        qop = "QLinear" + op
+        if (_MS, qop) not in available:
+            return f"the registry has no com.microsoft {qop}"
+        out, why = _q_output(g, node.output[0], range_ops=True)
+        if out is None:
+            return why
+        if out[0].dtype != a.dtype:
+            return "its output type differs from its inputs'"
+        qp = out[0]
+        _lower_group(g, node, qop, _MS, [a.q, a.scale, a.zp, b.q, b.scale, b.zp, qp.scale, qp.zp], [a, b], out)
+        return "lowered"
+    if op == "GlobalAveragePool":
+        x = _dq_input(g, ins[0])
+        if x is None:
+            return ""
+        if (_MS, "QLinearGlobalAveragePool") not in available:
+            return "the registry has no com.microsoft QLinearGlobalAveragePool"
+        out, why = _q_output(g, node.output[0], range_ops=False)
+        if out is None or not _scalar_param(g, x) or out[0].dtype != x.dtype:
+            return why or "its input is per-axis or its output of another type"
+        qp = out[0]
+        _lower_group(g, node, "QLinearGlobalAveragePool", _MS, [x.q, x.scale, x.zp, qp.scale, qp.zp], [x], out)
+        return "lowered"
+    if op in _QCOPY:
+        x = _dq_input(g, ins[0])
+        if x is None:
+            return ""
+        out, why = _q_output(g, node.output[0], range_ops=False)
+        if out is None:
+            return why
+        if not _same_qparams(g, x, out[0]):
+            return "its QuantizeLinear has other parameters than its DequantizeLinear"
+        # A copy: the op itself on the int8 value, its Q (same parameters) gone.
+        qp = out[0]
+        node.input[0] = x.q
+        g.value_info.pop(node.output[0], None)
+        old = node.output[0]
+        node.output[0] = qp.node.output[0]
+        g.nodes.remove(qp.node)
+        g.touch()
+        g.absorb(node.name, f"QDQ pair dropped around {op} (a copy: it runs on the int8 value)", [x.node, node, qp.node])
+        g.log.append(f"{op} {node.name} runs on int8: dropped DequantizeLinear {x.node.name} and QuantizeLinear {qp.node.name} ({old})")
+        return "lowered"
+    if op in ("MaxPool", "AveragePool", "Concat", "Sigmoid", "Relu", "Clip", "Resize", "Softmax"):
+        if any(_dq_input(g, i) for i in ins if i):
+            return f"minirt has no quantised {op}"
+    return ""
+
+
+def lower_qdq(g: Graph, available: set[tuple[str, str]]) -> bool:
+    """DQ -> op -> Q groups -> quantised kernels (QLinearConv, QLinearMatMul, QGemm,
+    QLinearAdd, QLinearMul, QLinearGlobalAveragePool; copies on int8 directly).
+    Runs before constant folding, which would otherwise fold the weights' DQ to float."""
+    if not any(n.op_type == "DequantizeLinear" and n.domain == "" for n in g.nodes):
+        return False
+    infer_shapes(g)
+    changed = False
+    for node in list(g.nodes):
+        if node not in g.nodes or node.domain != "":
+            continue
+        try:
+            why = _lower_one(g, node, available)
+        except (KeyError, ValueError, TypeError, IndexError) as e:  # a malformed group: leave it float
+            why = f"its parameters cannot be read ({e})"
+        if why == "lowered":
+            changed = True
+        elif why:
+            g.log.append(f"QDQ group around {node.op_type} {node.name} stays float (DequantizeLinear/QuantizeLinear "
+                         f"kept): {why}")
+    return changed
+
+
+# --- shapes of com.microsoft (QOperator) ops ------------------------------------------
+# onnx has no schemas for onnxruntime's contrib ops, so its shape inference leaves
+# their outputs (and everything after them) without shapes; these functions give the
+# outputs theirs from the inputs', and inference is run again past them.
+
+def _bcast_shape(a, b):
+    r = max(len(a), len(b))
+    a, b = (1,) * (r - len(a)) + tuple(a), (1,) * (r - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(a, b):
+        if x != y and 1 not in (x, y):
+            return None
+        out.append(y if x == 1 else x)
+    return tuple(out)
+
+
+def _ms_qgemm(node, vi):
+    a, b = vi[node.input[0]][1], vi[node.input[3]][1]
+    m = a[1] if _attr(node, "transA", 0) else a[0]
+    n = b[0] if _attr(node, "transB", 0) else b[1]
+    if len(node.input) > 8 and node.input[8]:
+        t = vi[node.input[8]][0]
+    elif len(node.input) > 7 and node.input[7]:
+        t = onnx.TensorProto.UINT8
+    else:
+        t = onnx.TensorProto.FLOAT
+    return [(t, (m, n))]
+
+
+def _ms_concat(node, vi):
+    shapes = [vi[i][1] for i in node.input[2::3]]
+    axis = _attr(node, "axis", 0) % len(shapes[0])
+    out = list(shapes[0])
+    out[axis] = sum(s[axis] for s in shapes)
+    return [(vi[node.input[2]][0], tuple(out))]
+
+
+_MS_SHAPES = {
+    "QLinearAdd": lambda n, vi: [(vi[n.input[0]][0], _bcast_shape(vi[n.input[0]][1], vi[n.input[3]][1]))],
+    "QLinearMul": lambda n, vi: [(vi[n.input[0]][0], _bcast_shape(vi[n.input[0]][1], vi[n.input[3]][1]))],
+    "QLinearGlobalAveragePool": lambda n, vi: [(vi[n.input[0]][0], tuple(vi[n.input[0]][1][:2]) + (1,) * (len(vi[n.input[0]][1]) - 2))],
+    "QLinearSigmoid": lambda n, vi: [vi[n.input[0]]],
+    "QLinearLeakyRelu": lambda n, vi: [vi[n.input[0]]],
+    "QGemm": _ms_qgemm,
+    "QLinearConcat": _ms_concat,
+}
+
+
+def _contrib_shapes(nodes, vi: dict) -> dict:
+    """Output (elem_type, shape) of each com.microsoft node that onnx left without
+    one, whose inputs all have static shapes; {} when there is none to add."""
+    found = {}
+    for node in nodes:
+        fn = _MS_SHAPES.get(node.op_type) if node.domain == _MS else None
+        if fn is None or all(o in vi and vi[o][1] is not None for o in node.output if o):
+            continue
+        if not all(i in vi and vi[i][1] is not None and all(isinstance(d, int) for d in vi[i][1])
+                   for i in node.input if i):
+            continue
+        try:
+            outs = fn(node, vi)
+        except (IndexError, KeyError, ZeroDivisionError, TypeError):
+            continue
+        for name, (t, shape) in zip(node.output, outs):
+            if name and shape is not None:
+                found[name] = vi[name] = (t, tuple(int(d) for d in shape))
+    return found
+
+
 # --- shapes ---------------------------------------------------------------------------
 
 def infer_shapes(g: Graph):
@@ -742,6 +1096,21 @@ def infer_shapes(g: Graph):
     vi = {}
     for v in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
         vi[v.name] = (v.type.tensor_type.elem_type, _shape_of(v))
+    for _ in range(len(g.nodes)):  # past com.microsoft nodes: their shapes, then onnx's again
+        extra = _contrib_shapes(g.nodes, {**vi, **{k: (helper.np_dtype_to_tensor_dtype(v.dtype), tuple(v.shape))
+                                                   for k, v in g.consts.items()}})
+        for k in extra:
+            vi[k] = extra[k]
+        if not extra:
+            break
+        model.graph.value_info.extend(helper.make_tensor_value_info(k, t, s) for k, (t, s) in sorted(extra.items()))
+        try:
+            inferred = shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+        except Exception as e:
+            raise ModelError(f"{g.source}: shape inference failed: {e}") from None
+        for v in list(inferred.graph.value_info) + list(inferred.graph.output):
+            if vi.get(v.name, (0, None))[1] is None:
+                vi[v.name] = (v.type.tensor_type.elem_type, _shape_of(v))
     for name, arr in g.consts.items():
         vi[name] = (helper.np_dtype_to_tensor_dtype(arr.dtype), tuple(arr.shape))
     g.value_info = vi
@@ -833,6 +1202,7 @@ def check_static(g: Graph):
 def optimize(g: Graph, available: set[tuple[str, str]]) -> Graph:
     """Run every rewrite to a fixed point; shapes are inferred before fusing (onnx
     cannot infer shapes through ai.minibuild ops) and kept through it."""
+    lower_qdq(g, available)
     for _ in range(32):
         infer_shapes(g)
         changed = fold_constants(g)

@@ -1,0 +1,199 @@
+/*
+ * QLinearConv (ai.onnx 10): quantised convolution, 1-D and 2-D, grouped and
+ * depthwise, per-tensor or per-output-channel weight scales and zero points.
+ * One object per (T1 x, T2 w, T3 y) signature; the bias (T4) is int32 always.
+ *
+ *   acc[m, p] = B[m] + sum_k (w[m, k] - zw[m]) * (x[k, p] - zx)        (int32)
+ *   y[m, p]   = sat(round_half_even(acc * (sx * sw[m] / sy)) + zy)
+ *
+ * as onnxruntime computes it (the scale product rounded to float in that order,
+ * the accumulator converted to float before scaling, so results agree exactly).
+ * Prepare subtracts zw from the constant weights once; run gathers each group's
+ * input patches (x - zx, padding contributing 0) for a block of output pixels
+ * and accumulates four output channels at a time over it.
+ */
+#include "qcommon.h"
+
+#if defined(MRT_KERNEL_SUFFIX) && defined(MRT_OP_QLinearConv)
+
+typedef MRT_T0 xq_t;
+typedef MRT_T1 wq_t;
+typedef MRT_T2 yq_t;
+
+#define PB 64 /* output pixels per block: the patch block stays in L1/L2 */
+
+typedef struct qconv_params {
+  size_t batch, c_in, c_out, group, mg, cg, kdim;
+  size_t ih, iw, oh, ow, kh, kw, sh, sw, dh, dw;
+  ptrdiff_t ph, pw;
+  int32_t zx, zy, lo, hi;
+  int32_t *w;       /* [c_out][kdim]: w - zw */
+  int32_t *bias;    /* [c_out] */
+  float *scale;     /* [c_out]: sx * sw[m] / sy */
+} qconv_params;
+
+MRT_PREPARE_CODE
+static int attr_list(const mrt_node *node, const char *name, size_t n, int64_t dflt, int64_t *dst) {
+  const int64_t *v;
+  const uint32_t c = mrt_attr_ints(node, name, &v);
+  if (c && c != n) return 0;
+  for (size_t i = 0; i < n; i++) dst[i] = c ? v[i] : dflt;
+  return 1;
+}
+
+MRT_PREPARE_CODE
+mrt_status MRT_KERNEL(mrt_qlinearconv_prepare)(mrt_node *node, mrt_ctx *ctx) {
+  mrt_status st = mrt_check_arity(ctx, node, 8, 9, 1, 1);
+  if (st) return st;
+  const mrt_tensor *x = mrt_in(node, 0), *w = mrt_in(node, 3), *b = mrt_in(node, 8), *y = node->outputs[0];
+  if (!x || !w) return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "x and w are required");
+  if ((st = mrt_check_dtype(ctx, node, x, MRT_T0_DTYPE)) || (st = mrt_check_dtype(ctx, node, w, MRT_T1_DTYPE)) ||
+      (st = mrt_check_dtype(ctx, node, y, MRT_T2_DTYPE)))
+    return st;
+  if (x->ndim < 3 || x->ndim > 4 || w->ndim != x->ndim || y->ndim != x->ndim)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "x, w and y must be [N, C, (H,) W] (1-D or 2-D)");
+  if (!w->is_constant || !w->data)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "w must be a constant");
+  const size_t nsp = x->ndim - 2;
+  const int64_t group = mrt_attr_int(node, "group", 1);
+  if (group < 1 || x->dims[1] % group || w->dims[0] % group || w->dims[1] * group != x->dims[1])
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "group %lld does not fit x channels %lld and w %lld x %lld",
+                         (long long)group, (long long)x->dims[1], (long long)w->dims[0], (long long)w->dims[1]);
+  if (y->dims[0] != x->dims[0] || y->dims[1] != w->dims[0])
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "y must be [N, M, ...]");
+  if (b && (b->dtype != MRT_DTYPE_INT32 || b->count != (size_t)w->dims[0] || !b->is_constant || !b->data))
+    return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "B must be an int32 constant of M values");
+  int64_t strides[2], dil[2], pads[4];
+  if (!attr_list(node, "strides", nsp, 1, strides) || !attr_list(node, "dilations", nsp, 1, dil) ||
+      !attr_list(node, "pads", 2 * nsp, 0, pads))
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "strides, dilations or pads have the wrong length");
+  const int su = mrt_attr_string_is(node, "auto_pad", "NOTSET", "SAME_UPPER");
+  const int sl = mrt_attr_string_is(node, "auto_pad", "NOTSET", "SAME_LOWER");
+  const int valid = mrt_attr_string_is(node, "auto_pad", "NOTSET", "VALID");
+  if (!su && !sl && !valid && !mrt_attr_string_is(node, "auto_pad", "NOTSET", "NOTSET"))
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID");
+
+  qconv_params *p = mrt_ctx_alloc(ctx, sizeof *p);
+  if (!p) return MRT_STATUS_OUT_OF_MEMORY;
+  int64_t in[2] = {1, 1}, out[2] = {1, 1}, k[2] = {1, 1}, s[2] = {1, 1}, d[2] = {1, 1}, pb[2] = {0, 0};
+  for (size_t i = 0; i < nsp; i++) {
+    const size_t a = i + 2 - nsp;
+    in[a] = x->dims[2 + i], k[a] = w->dims[2 + i], s[a] = strides[i], d[a] = dil[i];
+    if (k[a] < 1 || s[a] < 1 || d[a] < 1 || pads[i] < 0 || pads[nsp + i] < 0)
+      return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "kernel, strides, dilations >= 1 and pads >= 0");
+    const int64_t ext = (k[a] - 1) * d[a] + 1;
+    int64_t b0 = pads[i], e0 = pads[nsp + i], o;
+    if (su || sl) {
+      o = (in[a] + s[a] - 1) / s[a];
+      int64_t total = (o - 1) * s[a] + ext - in[a];
+      if (total < 0) total = 0;
+      b0 = su ? total / 2 : total - total / 2;
+    } else {
+      if (valid) b0 = e0 = 0;
+      o = in[a] + b0 + e0 >= ext ? (in[a] + b0 + e0 - ext) / s[a] + 1 : 0;
+    }
+    if (o < 1 || y->dims[2 + i] != o)
+      return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "y spatial dim %zu is %lld, expected %lld", i,
+                           (long long)y->dims[2 + i], (long long)o);
+    out[a] = o, pb[a] = b0;
+  }
+  p->batch = (size_t)x->dims[0], p->c_in = (size_t)x->dims[1], p->c_out = (size_t)w->dims[0];
+  p->group = (size_t)group, p->mg = p->c_out / p->group, p->cg = p->c_in / p->group;
+  p->ih = (size_t)in[0], p->iw = (size_t)in[1], p->oh = (size_t)out[0], p->ow = (size_t)out[1];
+  p->kh = (size_t)k[0], p->kw = (size_t)k[1], p->sh = (size_t)s[0], p->sw = (size_t)s[1];
+  p->dh = (size_t)d[0], p->dw = (size_t)d[1], p->ph = (ptrdiff_t)pb[0], p->pw = (ptrdiff_t)pb[1];
+  p->kdim = p->cg * p->kh * p->kw;
+
+  const float *sx, *sw, *sy;
+  size_t nsx, nsw, nsy;
+  if ((st = mrt_q_scale(ctx, node, 1, 1, &sx, &nsx)) || (st = mrt_q_scale(ctx, node, 4, p->c_out, &sw, &nsw)) ||
+      (st = mrt_q_scale(ctx, node, 6, 1, &sy, &nsy)))
+    return st;
+  int32_t *zw = mrt_ctx_alloc(ctx, p->c_out * sizeof *zw);
+  p->w = mrt_ctx_alloc(ctx, p->c_out * p->kdim * sizeof *p->w);
+  p->bias = mrt_ctx_alloc(ctx, p->c_out * sizeof *p->bias);
+  p->scale = mrt_ctx_alloc(ctx, p->c_out * sizeof *p->scale);
+  if (!zw || !p->w || !p->bias || !p->scale) return MRT_STATUS_OUT_OF_MEMORY;
+  if ((st = mrt_q_zero_point(ctx, node, 2, MRT_T0_DTYPE, 1, &p->zx)) ||
+      (st = mrt_q_zero_point(ctx, node, 5, MRT_T1_DTYPE, p->c_out, zw)) ||
+      (st = mrt_q_zero_point(ctx, node, 7, MRT_T2_DTYPE, 1, &p->zy)))
+    return st;
+  const wq_t *wd = w->data;
+  for (size_t m = 0; m < p->c_out; m++) {
+    for (size_t i = 0; i < p->kdim; i++) p->w[m * p->kdim + i] = (int32_t)wd[m * p->kdim + i] - zw[m];
+    p->bias[m] = b ? ((const int32_t *)b->data)[m] : 0;
+    p->scale[m] = sx[0] * sw[nsw == 1 ? 0 : m] / sy[0];
+  }
+  p->lo = mrt_q_min(MRT_T2_DTYPE), p->hi = mrt_q_max(MRT_T2_DTYPE);
+  mrt_ctx_request_scratch(ctx, (p->kdim * PB + 4 * PB) * sizeof(int32_t));
+  node->params = p;
+  return MRT_STATUS_OK;
+}
+
+/* col[k][j] = x[c, oy*sh + ky*dh - ph, ox*sw + kx*dw - pw] - zx for the block's
+ * pixels p0 .. p0+np; 0 outside the input (the padding value is zx). */
+static void gather(const qconv_params *p, const xq_t *x, size_t p0, size_t np, int32_t *col) {
+  for (size_t c = 0; c < p->cg; c++)
+    for (size_t ky = 0; ky < p->kh; ky++)
+      for (size_t kx = 0; kx < p->kw; kx++) {
+        int32_t *row = col + ((c * p->kh + ky) * p->kw + kx) * PB;
+        const xq_t *plane = x + c * p->ih * p->iw;
+        size_t oy = p0 / p->ow, ox = p0 % p->ow;
+        for (size_t j = 0; j < np; j++) {
+          const ptrdiff_t iy = (ptrdiff_t)(oy * p->sh + ky * p->dh) - p->ph;
+          const ptrdiff_t ix = (ptrdiff_t)(ox * p->sw + kx * p->dw) - p->pw;
+          row[j] = (iy >= 0 && iy < (ptrdiff_t)p->ih && ix >= 0 && ix < (ptrdiff_t)p->iw)
+                       ? (int32_t)plane[(size_t)iy * p->iw + (size_t)ix] - p->zx : 0;
+          if (++ox == p->ow) ox = 0, oy++;
+        }
+      }
+}
+
+static void store(const qconv_params *p, size_t m, const int32_t *acc, size_t np, yq_t *y) {
+  const float sc = p->scale[m];
+  for (size_t j = 0; j < np; j++) y[j] = (yq_t)mrt_q_requant(acc[j], sc, p->zy, p->lo, p->hi);
+}
+
+void MRT_KERNEL(mrt_qlinearconv_run)(const mrt_node *node, void *scratch) {
+  const qconv_params *p = node->params;
+  const xq_t *x = node->inputs[0]->data;
+  yq_t *y = node->outputs[0]->data;
+  int32_t *col = scratch, *acc = col + p->kdim * PB;
+  const size_t opix = p->oh * p->ow, K = p->kdim;
+  for (size_t n = 0; n < p->batch; n++)
+    for (size_t g = 0; g < p->group; g++) {
+      const xq_t *xg = x + (n * p->c_in + g * p->cg) * p->ih * p->iw;
+      for (size_t p0 = 0; p0 < opix; p0 += PB) {
+        const size_t np = opix - p0 < PB ? opix - p0 : PB;
+        gather(p, xg, p0, np, col);
+        size_t m = g * p->mg;
+        const size_t mend = m + p->mg;
+        for (; m + 4 <= mend; m += 4) {
+          int32_t *a0 = acc, *a1 = acc + PB, *a2 = acc + 2 * PB, *a3 = acc + 3 * PB;
+          for (size_t j = 0; j < PB; j++)
+            a0[j] = p->bias[m], a1[j] = p->bias[m + 1], a2[j] = p->bias[m + 2], a3[j] = p->bias[m + 3];
+          const int32_t *w0 = p->w + m * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
+          for (size_t k = 0; k < K; k++) {
+            const int32_t *c = col + k * PB;
+            const int32_t v0 = w0[k], v1 = w1[k], v2 = w2[k], v3 = w3[k];
+            for (size_t j = 0; j < PB; j++) {
+              a0[j] += v0 * c[j], a1[j] += v1 * c[j], a2[j] += v2 * c[j], a3[j] += v3 * c[j];
+            }
+          }
+          for (size_t i = 0; i < 4; i++) store(p, m + i, acc + i * PB, np, y + ((n * p->c_out) + m + i) * opix + p0);
+        }
+        for (; m < mend; m++) {
+          for (size_t j = 0; j < PB; j++) acc[j] = p->bias[m];
+          const int32_t *w0 = p->w + m * K;
+          for (size_t k = 0; k < K; k++) {
+            const int32_t *c = col + k * PB;
+            const int32_t v0 = w0[k];
+            for (size_t j = 0; j < PB; j++) acc[j] += v0 * c[j];
+          }
+          store(p, m, acc, np, y + ((n * p->c_out) + m) * opix + p0);
+        }
+      }
+    }
+}
+
+#endif

@@ -1,0 +1,399 @@
+/*
+ * Quantised (QOperator) kernels besides the convolution: QLinearMatMul (ai.onnx),
+ * and onnxruntime's com.microsoft QGemm, QLinearAdd, QLinearMul,
+ * QLinearGlobalAveragePool, QLinearSigmoid, QLinearLeakyRelu. One object per
+ * (op, signature); each computes as onnxruntime does, so outputs agree exactly
+ * where its arithmetic is the same and within one step where it is not:
+ *
+ * - MatMul / Gemm: int32 accumulation of (a - za)(b - zb), int32 bias added, then
+ *   float(acc) * (alpha * sa * sb[n] / sy), rounded half to even, + zy, saturated.
+ * - Add / Mul: in float, (sa/sc)(a - za) + (sb/sc)(b - zb) (Mul: sa sb / sc times
+ *   the product), rounded half to even; MLAS factors the scales the same way.
+ * - GlobalAveragePool: int32 sum - zx * HW, times sx / (sy * HW), as MLAS.
+ * - Sigmoid / LeakyRelu: a 256-entry table built at prepare by dequantising every
+ *   input value, applying the function in float and quantising (onnxruntime's
+ *   QLinearLookupTable does the same).
+ */
+#include "qcommon.h"
+#include "bcast.h"
+
+#if defined(MRT_KERNEL_SUFFIX)
+
+/* --- QLinearMatMul, QGemm ------------------------------------------------------ */
+#if defined(MRT_OP_QLinearMatMul) || defined(MRT_OP_QGemm)
+
+typedef MRT_T0 aq_t;
+typedef MRT_T1 bq_t;
+typedef MRT_T2 yq_t;
+
+#if defined(MRT_T2_IS_float32)
+#define FLOAT_OUT 1
+#endif
+
+typedef struct qmm_params {
+  size_t batch, m, n, k;
+  int b_batched, trans_a;
+  int32_t za, zy, lo, hi;
+  int32_t *zb;        /* [n] */
+  int32_t *bq;        /* [k][n]: b - zb, when b is constant (else built in scratch) */
+  int32_t *bias;      /* [m * n] or [n] (bias_rows == 1) or NULL */
+  size_t bias_rows;
+  float *scale;       /* [n] */
+  int trans_b;
+} qmm_params;
+
+MRT_PREPARE_CODE
+static mrt_status qmm_finish(mrt_node *node, mrt_ctx *ctx, qmm_params *p, uint32_t ia, uint32_t ib, uint32_t isy,
+                             float alpha) {
+  mrt_status st;
+  const float *sa, *sb, *sy = NULL;
+  size_t nsa, nsb, nsy = 0;
+  if ((st = mrt_q_scale(ctx, node, ia + 1, 1, &sa, &nsa)) || (st = mrt_q_scale(ctx, node, ib + 1, p->n, &sb, &nsb)))
+    return st;
+#if !defined(FLOAT_OUT)
+  if ((st = mrt_q_scale(ctx, node, isy, 1, &sy, &nsy))) return st;
+#else
+  if (mrt_in(node, isy) || mrt_in(node, isy + 1))
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "a float output takes no y_scale / y_zero_point");
+#endif
+  (void)nsy;
+  p->zb = mrt_ctx_alloc(ctx, p->n * sizeof *p->zb);
+  p->scale = mrt_ctx_alloc(ctx, p->n * sizeof *p->scale);
+  if (!p->zb || !p->scale) return MRT_STATUS_OUT_OF_MEMORY;
+  if ((st = mrt_q_zero_point(ctx, node, ia + 2, MRT_T0_DTYPE, 1, &p->za)) ||
+      (st = mrt_q_zero_point(ctx, node, ib + 2, MRT_T1_DTYPE, p->n, p->zb)))
+    return st;
+  p->zy = 0;
+#if !defined(FLOAT_OUT)
+  if ((st = mrt_q_zero_point(ctx, node, isy + 1, MRT_T2_DTYPE, 1, &p->zy))) return st;
+  p->lo = mrt_q_min(MRT_T2_DTYPE), p->hi = mrt_q_max(MRT_T2_DTYPE);
+#endif
+  for (size_t j = 0; j < p->n; j++) {
+    const float s = alpha * sa[0] * sb[nsb == 1 ? 0 : j];
+    p->scale[j] = sy ? s / sy[0] : s;
+  }
+  const mrt_tensor *b = node->inputs[ib];
+  if (b->is_constant && b->data && !p->b_batched) {
+    p->bq = mrt_ctx_alloc(ctx, p->k * p->n * sizeof *p->bq);
+    if (!p->bq) return MRT_STATUS_OUT_OF_MEMORY;
+    const bq_t *bd = b->data;
+    for (size_t kk = 0; kk < p->k; kk++)
+      for (size_t j = 0; j < p->n; j++)
+        p->bq[kk * p->n + j] = (int32_t)(p->trans_b ? bd[j * p->k + kk] : bd[kk * p->n + j]) - p->zb[j];
+  }
+  mrt_ctx_request_scratch(ctx, (p->n + p->k + (p->bq ? 0 : p->k * p->n)) * sizeof(int32_t));
+  node->params = p;
+  return MRT_STATUS_OK;
+}
+
+static void qmm_run(const qmm_params *p, const aq_t *a, const bq_t *b, yq_t *y, int32_t *scratch) {
+  int32_t *acc = scratch, *arow = acc + p->n, *bq = arow + p->k;
+  for (size_t t = 0; t < p->batch; t++) {
+    const int32_t *B = p->bq;
+    if (!B) {
+      const bq_t *bb = b + (p->b_batched ? t * p->k * p->n : 0);
+      for (size_t kk = 0; kk < p->k; kk++)
+        for (size_t j = 0; j < p->n; j++)
+          bq[kk * p->n + j] = (int32_t)(p->trans_b ? bb[j * p->k + kk] : bb[kk * p->n + j]) - p->zb[j];
+      B = bq;
+    }
+    const aq_t *at = a + t * p->m * p->k;
+    yq_t *yt = y + t * p->m * p->n;
+    for (size_t i = 0; i < p->m; i++) {
+      for (size_t kk = 0; kk < p->k; kk++)
+        arow[kk] = (int32_t)(p->trans_a ? at[kk * p->m + i] : at[i * p->k + kk]) - p->za;
+      const int32_t *bias = p->bias ? p->bias + (p->bias_rows == 1 ? 0 : i * p->n) : NULL;
+      for (size_t j = 0; j < p->n; j++) acc[j] = bias ? bias[j] : 0;
+      for (size_t kk = 0; kk < p->k; kk++) {
+        const int32_t av = arow[kk];
+        const int32_t *br = B + kk * p->n;
+        for (size_t j = 0; j < p->n; j++) acc[j] += av * br[j];
+      }
+      yq_t *yr = yt + i * p->n;
+#if defined(FLOAT_OUT)
+      for (size_t j = 0; j < p->n; j++) yr[j] = (float)acc[j] * p->scale[j];
+#else
+      for (size_t j = 0; j < p->n; j++) yr[j] = (yq_t)mrt_q_requant(acc[j], p->scale[j], p->zy, p->lo, p->hi);
+#endif
+    }
+  }
+}
+#endif
+
+#if defined(MRT_OP_QLinearMatMul)
+/* a [..., M, K] x b [K, N] or b with a's batch dims [..., K, N]. */
+MRT_PREPARE_CODE
+mrt_status MRT_KERNEL(mrt_qlinearmatmul_prepare)(mrt_node *node, mrt_ctx *ctx) {
+  mrt_status st = mrt_check_arity(ctx, node, 8, 8, 1, 1);
+  if (st) return st;
+  const mrt_tensor *a = mrt_in(node, 0), *b = mrt_in(node, 3), *y = node->outputs[0];
+  if (!a || !b) return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "a and b are required");
+  if ((st = mrt_check_dtype(ctx, node, a, MRT_T0_DTYPE)) || (st = mrt_check_dtype(ctx, node, b, MRT_T1_DTYPE)) ||
+      (st = mrt_check_dtype(ctx, node, y, MRT_T2_DTYPE)))
+    return st;
+  if (a->ndim < 2 || b->ndim < 2 || y->ndim != a->ndim || (b->ndim != 2 && b->ndim != a->ndim))
+    return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "a must be [..., M, K] and b [K, N] or [..., K, N]");
+  qmm_params *p = mrt_ctx_alloc(ctx, sizeof *p);
+  if (!p) return MRT_STATUS_OUT_OF_MEMORY;
+  p->m = (size_t)a->dims[a->ndim - 2], p->k = (size_t)a->dims[a->ndim - 1], p->n = (size_t)b->dims[b->ndim - 1];
+  p->batch = mrt_prod(a->dims, 0, a->ndim - 2);
+  p->b_batched = b->ndim > 2;
+  if ((size_t)b->dims[b->ndim - 2] != p->k || (size_t)y->dims[y->ndim - 1] != p->n ||
+      (size_t)y->dims[y->ndim - 2] != p->m || (p->b_batched && mrt_prod(b->dims, 0, b->ndim - 2) != p->batch))
+    return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "shapes do not multiply (no broadcasting of batch dims)");
+  for (uint32_t i = 0; i + 2 < a->ndim; i++)
+    if (y->dims[i] != a->dims[i] || (p->b_batched && b->dims[i] != a->dims[i]))
+      return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "batch dims must match");
+  return qmm_finish(node, ctx, p, 0, 3, 6, 1.0f);
+}
+
+void MRT_KERNEL(mrt_qlinearmatmul_run)(const mrt_node *node, void *scratch) {
+  qmm_run(node->params, node->inputs[0]->data, node->inputs[3]->data, node->outputs[0]->data, scratch);
+}
+#endif
+
+#if defined(MRT_OP_QGemm)
+MRT_PREPARE_CODE
+mrt_status MRT_KERNEL(mrt_qgemm_prepare)(mrt_node *node, mrt_ctx *ctx) {
+  mrt_status st = mrt_check_arity(ctx, node, 6, 9, 1, 1);
+  if (st) return st;
+  const mrt_tensor *a = mrt_in(node, 0), *b = mrt_in(node, 3), *c = mrt_in(node, 6), *y = node->outputs[0];
+  if (!a || !b) return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "A and B are required");
+  if ((st = mrt_check_dtype(ctx, node, a, MRT_T0_DTYPE)) || (st = mrt_check_dtype(ctx, node, b, MRT_T1_DTYPE)) ||
+      (st = mrt_check_dtype(ctx, node, y, MRT_T2_DTYPE)))
+    return st;
+  if (a->ndim != 2 || b->ndim != 2 || y->ndim != 2)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "A, B and Y must be 2-D");
+  qmm_params *p = mrt_ctx_alloc(ctx, sizeof *p);
+  if (!p) return MRT_STATUS_OUT_OF_MEMORY;
+  p->trans_a = mrt_attr_int(node, "transA", 0) != 0, p->trans_b = mrt_attr_int(node, "transB", 0) != 0;
+  p->batch = 1;
+  p->m = (size_t)a->dims[p->trans_a], p->k = (size_t)a->dims[!p->trans_a];
+  p->n = (size_t)b->dims[!p->trans_b];
+  if ((size_t)b->dims[p->trans_b] != p->k || (size_t)y->dims[0] != p->m || (size_t)y->dims[1] != p->n)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "A, B and Y shapes do not fit");
+  if (c) {
+    if (c->dtype != MRT_DTYPE_INT32 || !c->is_constant || !c->data ||
+        !(c->count == 1 || c->count == p->n || c->count == p->m * p->n))
+      return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "C must be an int32 constant of 1, N or M x N values");
+    p->bias_rows = c->count == p->m * p->n && p->m > 1 ? p->m : 1;
+    p->bias = mrt_ctx_alloc(ctx, p->bias_rows * p->n * sizeof *p->bias);
+    if (!p->bias) return MRT_STATUS_OUT_OF_MEMORY;
+    for (size_t i = 0; i < p->bias_rows * p->n; i++) p->bias[i] = ((const int32_t *)c->data)[c->count == 1 ? 0 : i];
+  }
+  return qmm_finish(node, ctx, p, 0, 3, 7, mrt_attr_float(node, "alpha", 1.0f));
+}
+
+void MRT_KERNEL(mrt_qgemm_run)(const mrt_node *node, void *scratch) {
+  qmm_run(node->params, node->inputs[0]->data, node->inputs[3]->data, node->outputs[0]->data, scratch);
+}
+#endif
+
+/* --- QLinearAdd, QLinearMul ---------------------------------------------------- */
+#if defined(MRT_OP_QLinearAdd) || defined(MRT_OP_QLinearMul)
+typedef MRT_T0 q_t;
+
+typedef struct qbin_params {
+  mrt_bcastn plan;
+  float ka, kb;          /* Add: sa/sc, sb/sc; Mul: ka = sa*sb/sc */
+  int32_t za, zb, zc, lo, hi;
+} qbin_params;
+
+static void qbin_row(const mrt_node *node, size_t n, const size_t *off, const size_t *step, size_t yoff) {
+  const qbin_params *p = node->params;
+  const q_t *a = (const q_t *)node->inputs[0]->data + off[0];
+  const q_t *b = (const q_t *)node->inputs[3]->data + off[1];
+  q_t *y = (q_t *)node->outputs[0]->data + yoff;
+  const size_t sa = step[0], sb = step[1];
+  const float flo = (float)(p->lo - p->zc), fhi = (float)(p->hi - p->zc);
+  for (size_t i = 0; i < n; i++) {
+    const float va = (float)((int32_t)a[i * sa] - p->za), vb = (float)((int32_t)b[i * sb] - p->zb);
+#if defined(MRT_OP_QLinearAdd)
+    float v = p->ka * va + p->kb * vb;
+#else
+    float v = p->ka * (va * vb);
+#endif
+    v = v < flo ? flo : v;
+    v = v > fhi ? fhi : v;
+    y[i] = (q_t)((int32_t)mrt_q_rint(v) + p->zc);
+  }
+}
+
+MRT_PREPARE_CODE
+static mrt_status qbin_prepare(mrt_node *node, mrt_ctx *ctx) {
+  mrt_status st = mrt_check_arity(ctx, node, 7, 8, 1, 1);
+  if (st) return st;
+  const mrt_tensor *a = mrt_in(node, 0), *b = mrt_in(node, 3), *y = node->outputs[0];
+  if (!a || !b) return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "A and B are required");
+  if ((st = mrt_check_dtype(ctx, node, a, MRT_T0_DTYPE)) || (st = mrt_check_dtype(ctx, node, b, MRT_T0_DTYPE)) ||
+      (st = mrt_check_dtype(ctx, node, y, MRT_T0_DTYPE)))
+    return st;
+  qbin_params *p = mrt_ctx_alloc(ctx, sizeof *p);
+  if (!p) return MRT_STATUS_OUT_OF_MEMORY;
+  const mrt_tensor *ins[2] = {a, b};
+  if (!mrt_bcastn_plan(&p->plan, 2, ins, y, 1))
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "A and B do not broadcast to C's shape");
+  const float *sa, *sb, *sc;
+  size_t n1;
+  if ((st = mrt_q_scale(ctx, node, 1, 1, &sa, &n1)) || (st = mrt_q_scale(ctx, node, 4, 1, &sb, &n1)) ||
+      (st = mrt_q_scale(ctx, node, 6, 1, &sc, &n1)) ||
+      (st = mrt_q_zero_point(ctx, node, 2, MRT_T0_DTYPE, 1, &p->za)) ||
+      (st = mrt_q_zero_point(ctx, node, 5, MRT_T0_DTYPE, 1, &p->zb)) ||
+      (st = mrt_q_zero_point(ctx, node, 7, MRT_T0_DTYPE, 1, &p->zc)))
+    return st;
+#if defined(MRT_OP_QLinearAdd)
+  p->ka = sa[0] / sc[0], p->kb = sb[0] / sc[0];
+#else
+  p->ka = sa[0] * sb[0] / sc[0];
+#endif
+  p->lo = mrt_q_min(MRT_T0_DTYPE), p->hi = mrt_q_max(MRT_T0_DTYPE);
+  node->params = p;
+  return MRT_STATUS_OK;
+}
+
+static void qbin_run(const mrt_node *node) {
+  const qbin_params *p = node->params;
+  mrt_bcastn_run(&p->plan, node, qbin_row);
+}
+#endif
+
+#if defined(MRT_OP_QLinearAdd)
+MRT_PREPARE_CODE
+mrt_status MRT_KERNEL(mrt_qlinearadd_prepare)(mrt_node *node, mrt_ctx *ctx) { return qbin_prepare(node, ctx); }
+void MRT_KERNEL(mrt_qlinearadd_run)(const mrt_node *node, void *scratch) {
+  MRT_UNUSED(scratch);
+  qbin_run(node);
+}
+#endif
+#if defined(MRT_OP_QLinearMul)
+MRT_PREPARE_CODE
+mrt_status MRT_KERNEL(mrt_qlinearmul_prepare)(mrt_node *node, mrt_ctx *ctx) { return qbin_prepare(node, ctx); }
+void MRT_KERNEL(mrt_qlinearmul_run)(const mrt_node *node, void *scratch) {
+  MRT_UNUSED(scratch);
+  qbin_run(node);
+}
+#endif
+
+/* --- QLinearGlobalAveragePool ------------------------------------------------------ */
+#if defined(MRT_OP_QLinearGlobalAveragePool)
+typedef MRT_T0 q_t;
+
+typedef struct qgap_params {
+  size_t planes, size;
+  float scale;
+  int32_t bias, zy, lo, hi;
+} qgap_params;
+
+MRT_PREPARE_CODE
+mrt_status MRT_KERNEL(mrt_qlinearglobalaveragepool_prepare)(mrt_node *node, mrt_ctx *ctx) {
+  mrt_status st = mrt_check_arity(ctx, node, 5, 5, 1, 1);
+  if (st) return st;
+  const mrt_tensor *x = mrt_in(node, 0), *y = node->outputs[0];
+  if (!x) return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "X is required");
+  if ((st = mrt_check_dtype(ctx, node, x, MRT_T0_DTYPE)) || (st = mrt_check_dtype(ctx, node, y, MRT_T0_DTYPE))) return st;
+  if (mrt_attr_int(node, "channels_last", 0))
+    return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "channels_last is not supported");
+  if (x->ndim < 3 || y->ndim != x->ndim || y->dims[0] != x->dims[0] || y->dims[1] != x->dims[1] ||
+      y->count != (size_t)(x->dims[0] * x->dims[1]))
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "X must be [N, C, ...] and Y [N, C, 1, ...]");
+  qgap_params *p = mrt_ctx_alloc(ctx, sizeof *p);
+  if (!p) return MRT_STATUS_OUT_OF_MEMORY;
+  p->planes = (size_t)(x->dims[0] * x->dims[1]);
+  p->size = mrt_prod(x->dims, 2, x->ndim);
+  if (p->size == 0 || p->size > (1u << 23))
+    return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "spatial size must be 1 .. 2^23");
+  const float *sx, *sy;
+  size_t n1;
+  int32_t zx;
+  if ((st = mrt_q_scale(ctx, node, 1, 1, &sx, &n1)) || (st = mrt_q_scale(ctx, node, 3, 1, &sy, &n1)) ||
+      (st = mrt_q_zero_point(ctx, node, 2, MRT_T0_DTYPE, 1, &zx)) ||
+      (st = mrt_q_zero_point(ctx, node, 4, MRT_T0_DTYPE, 1, &p->zy)))
+    return st;
+  p->scale = sx[0] / (sy[0] * (float)p->size);
+  p->bias = -zx * (int32_t)p->size;
+  p->lo = mrt_q_min(MRT_T0_DTYPE), p->hi = mrt_q_max(MRT_T0_DTYPE);
+  node->params = p;
+  return MRT_STATUS_OK;
+}
+
+void MRT_KERNEL(mrt_qlinearglobalaveragepool_run)(const mrt_node *node, void *scratch) {
+  MRT_UNUSED(scratch);
+  const qgap_params *p = node->params;
+  const q_t *x = node->inputs[0]->data;
+  q_t *y = node->outputs[0]->data;
+  for (size_t c = 0; c < p->planes; c++) {
+    int32_t acc = p->bias;
+    const q_t *xc = x + c * p->size;
+    for (size_t i = 0; i < p->size; i++) acc += xc[i];
+    y[c] = (q_t)mrt_q_requant(acc, p->scale, p->zy, p->lo, p->hi);
+  }
+}
+#endif
+
+/* --- QLinearSigmoid, QLinearLeakyRelu: lookup tables ------------------------------- */
+#if defined(MRT_OP_QLinearSigmoid) || defined(MRT_OP_QLinearLeakyRelu)
+typedef MRT_T0 q_t;
+
+MRT_PREPARE_CODE
+static mrt_status qlut_prepare(mrt_node *node, mrt_ctx *ctx) {
+  mrt_status st = mrt_check_arity(ctx, node, 4, 5, 1, 1);
+  if (st) return st;
+  const mrt_tensor *x = mrt_in(node, 0), *y = node->outputs[0];
+  if (!x) return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "X is required");
+  if ((st = mrt_check_dtype(ctx, node, x, MRT_T0_DTYPE)) || (st = mrt_check_dtype(ctx, node, y, MRT_T0_DTYPE))) return st;
+  if (!mrt_same_dims(x, y)) return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "Y must have X's shape");
+  const float *sx, *sy;
+  size_t n1;
+  int32_t zx, zy;
+  if ((st = mrt_q_scale(ctx, node, 1, 1, &sx, &n1)) || (st = mrt_q_scale(ctx, node, 3, 1, &sy, &n1)) ||
+      (st = mrt_q_zero_point(ctx, node, 2, MRT_T0_DTYPE, 1, &zx)) ||
+      (st = mrt_q_zero_point(ctx, node, 4, MRT_T0_DTYPE, 1, &zy)))
+    return st;
+  q_t *lut = mrt_ctx_alloc(ctx, 256 * sizeof *lut);
+  if (!lut) return MRT_STATUS_OUT_OF_MEMORY;
+  const int32_t lo = mrt_q_min(MRT_T0_DTYPE), hi = mrt_q_max(MRT_T0_DTYPE);
+#if defined(MRT_OP_QLinearLeakyRelu)
+  const float alpha = mrt_attr_float(node, "alpha", 0.01f);
+#endif
+  for (int32_t q = lo; q <= hi; q++) {
+    const float v = sx[0] * (float)(q - zx);
+#if defined(MRT_OP_QLinearSigmoid)
+    const float f = 1.0f / (1.0f + expf(-v));
+#else
+    const float f = v >= 0.0f ? v : v * alpha;
+#endif
+    float r = f / sy[0];
+    const float flo = (float)(lo - zy), fhi = (float)(hi - zy);
+    r = r < flo ? flo : r > fhi ? fhi : r;
+    lut[(uint8_t)(q_t)q] = (q_t)((int32_t)mrt_q_rint(r) + zy);
+  }
+  node->params = lut;
+  return MRT_STATUS_OK;
+}
+
+static void qlut_run(const mrt_node *node) {
+  const q_t *lut = node->params;
+  const q_t *x = node->inputs[0]->data;
+  q_t *y = node->outputs[0]->data;
+  for (size_t i = 0, n = node->outputs[0]->count; i < n; i++) y[i] = lut[(uint8_t)x[i]];
+}
+#endif
+
+#if defined(MRT_OP_QLinearSigmoid)
+MRT_PREPARE_CODE
+mrt_status MRT_KERNEL(mrt_qlinearsigmoid_prepare)(mrt_node *node, mrt_ctx *ctx) { return qlut_prepare(node, ctx); }
+void MRT_KERNEL(mrt_qlinearsigmoid_run)(const mrt_node *node, void *scratch) {
+  MRT_UNUSED(scratch);
+  qlut_run(node);
+}
+#endif
+#if defined(MRT_OP_QLinearLeakyRelu)
+MRT_PREPARE_CODE
+mrt_status MRT_KERNEL(mrt_qlinearleakyrelu_prepare)(mrt_node *node, mrt_ctx *ctx) { return qlut_prepare(node, ctx); }
+void MRT_KERNEL(mrt_qlinearleakyrelu_run)(const mrt_node *node, void *scratch) {
+  MRT_UNUSED(scratch);
+  qlut_run(node);
+}
+#endif
+
+#endif /* MRT_KERNEL_SUFFIX */
