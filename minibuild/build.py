@@ -17,7 +17,8 @@ from .registry import Registry
 from .toolchain import Target
 
 # The runtime core's units (one-way calls, internal.h), each compiled to its own object.
-RUNTIME_UNITS = ("runtime/status.c", "runtime/kernel_ctx.c", "runtime/attrs.c", "runtime/model.c", "runtime/session.c")
+RUNTIME_UNITS = ("runtime/status.c", "runtime/kernel_ctx.c", "runtime/attrs.c", "runtime/model.c", "runtime/session.c",
+                 "runtime/threadpool.c")
 RUNTIME_SOURCES = RUNTIME_UNITS
 
 

@@ -68,6 +68,8 @@ def parser(command: str) -> argparse.ArgumentParser:
         p.add_argument("-j", "--jobs", type=int, help="parallel compile jobs (default: CPU count)")
         p.add_argument("--verbose", action="store_true", help="print full compiler command lines")
         p.add_argument("--no-messages", action="store_true", help="compile error messages out of the runtime (smaller)")
+        p.add_argument("--no-threads", action="store_true",
+                       help="build without the thread pool (no pthreads; sessions run on the caller's thread)")
         p.add_argument("--package-version", default="0.1.0", help="version of the packages written (default: 0.1.0)")
         p.add_argument("--android-name", default="minirt", help="Android: AAR name, OUT/dist/NAME-VERSION.aar")
         p.add_argument("--android-package", default="ai.minibuild.minirt",
@@ -125,6 +127,7 @@ def main(argv=None) -> int:
                        fixed_dims=parse_fix_dims(args.fix_dim), input_shapes=parse_input_shapes(args.input_shape),
                        jobs=getattr(args, "jobs", None), verbose=getattr(args, "verbose", False),
                        messages=not getattr(args, "no_messages", False),
+                       threads=not getattr(args, "no_threads", False),
                        package_version=getattr(args, "package_version", "0.1.0"),
                        android_name=getattr(args, "android_name", "minirt"),
                        android_package=getattr(args, "android_package", "ai.minibuild.minirt"),
@@ -201,6 +204,8 @@ def _build_workspace(args) -> int:
         opts.remote_read_only = args.remote_read_only
         if args.no_messages:
             opts.messages = False
+        if args.no_threads:
+            opts.threads = False
         try:
             options_mod.check(opts)
         except ValueError as e:

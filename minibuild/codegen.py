@@ -48,7 +48,8 @@ def _banner(template: str, registry: Registry, used: list[str]) -> str:
             " * Do not edit: change the template or the registry and rebuild.")
 
 
-def render(registry: Registry, manifest: Manifest, gen_dir: Path, messages: bool = True) -> list[Path]:
+def render(registry: Registry, manifest: Manifest, gen_dir: Path, messages: bool = True,
+           threads: bool = True) -> list[Path]:
     env = _env()
     table = rows(registry, manifest)
     used = [registry.get(domains.canonical(r.domain), r.op).path.name for r in table]
@@ -56,6 +57,6 @@ def render(registry: Registry, manifest: Manifest, gen_dir: Path, messages: bool
         banner=_banner("registry.c.j2", registry, used), rows=table, manifest_hash=manifest.hash,
         dtypes=dtypes.TABLE)
     config_h = env.get_template("config.h.j2").render(
-        banner=_banner("config.h.j2", registry, []), messages=messages)
+        banner=_banner("config.h.j2", registry, []), messages=messages, threads=threads)
     gen_dir = Path(gen_dir)
     return [write_if_changed(gen_dir / "registry.c", registry_c), write_if_changed(gen_dir / "config.h", config_h)]

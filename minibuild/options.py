@@ -22,6 +22,7 @@ class Options:
     jobs: int | None = None
     verbose: bool = False
     messages: bool = True
+    threads: bool = True                           # False: no thread pool, no pthreads (--no-threads)
     android_name: str = "minirt"                   # Android: OUT/dist/<android_name>-<package_version>.aar
     android_package: str = "ai.minibuild.minirt"   # Android: the AAR manifest's package (namespace)
     package_version: str = "0.1.0"                 # version written into packages (AAR, prefab)

@@ -133,7 +133,7 @@ def _stage(opts: Options, names, wanted, prof, label: str | None = None) -> _Sta
     # codegen: the kernel table and config.h depend on the manifest only, so every target shares them.
     gen = out / "build" / "gen"
     with prof.span("codegen", "codegen"):
-        codegen.render(result.registry, result.manifest, gen, messages=opts.messages)
+        codegen.render(result.registry, result.manifest, gen, messages=opts.messages, threads=opts.threads)
     # A target two platforms share (python's wheels reuse linux's libraries) compiles once.
     targets = list({t.name: t for p in names for t in wanted[p]}.values())
     plans, builds = [], []

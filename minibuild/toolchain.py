@@ -17,6 +17,7 @@ C_API = (
     "mrt_build_manifest_hash",
     "mrt_session_create",
     "mrt_session_create_from_file",
+    "mrt_session_create_with_options",
     "mrt_session_destroy",
     "mrt_session_get_output",
     "mrt_session_input_count",
@@ -71,7 +72,10 @@ def zig_shared_link_steps(target: Target, tdir) -> list[dict]:
     vs = tdir / "exports.map"
     write_if_changed(vs, version_script())
     cmd = [*ZIG, "cc", "-target", target.triple, "-shared", "-o", "$TARGET", "$SOURCES",
+           # -lpthread: glibc 2.17 (manylinux2014) keeps pthreads in libpthread.so.0;
+           # --as-needed drops it from a --no-threads build, and libSystem has it on Apple.
            "-nostdlib", "-lc", f"-Wl,--version-script={vs}", "-Wl,--gc-sections", "-Wl,--as-needed",
+           *(["-lpthread"] if "linux-gnu" in target.triple else []),
            f"-Wl,-soname,{target.library}", "-Wl,--build-id=sha1", "-Wl,-z,noexecstack"]
     return [{"output": f"lib/{target.library}.debug", "role": "unstripped", "command": cmd, "verb": "LINK",
              "inputs": [str(vs)]},

@@ -83,11 +83,31 @@ enum {
 MRT_API mrt_status mrt_session_create(const void *model, size_t size, uint32_t flags,
                                       mrt_session **out, char *err, size_t err_size);
 
+/* Session options. Zero-initialise (`mrt_session_options o = {0};`) and set
+ * what you need; fields added later default to 0 = the old behaviour. */
+typedef struct mrt_session_options {
+  uint32_t flags;               /* MRT_SESSION_* flags, as for mrt_session_create */
+  /* Threads one run uses, the calling thread included (onnxruntime's
+   * intra_op_num_threads). 0 or 1: run on the caller's thread only (the
+   * default: no worker threads, smallest footprint). Ignored (1) in a build
+   * made with --no-threads. At most MRT_MAX_THREADS. */
+  int32_t intra_op_num_threads;
+  uint32_t reserved[6];
+} mrt_session_options;
+
+#define MRT_MAX_THREADS 64
+
+/* mrt_session_create with options (NULL: the defaults). A file's bytes can be
+ * passed after reading it, as mrt_session_create_from_file does. */
+MRT_API mrt_status mrt_session_create_with_options(const void *model, size_t size,
+                                                   const mrt_session_options *options,
+                                                   mrt_session **out, char *err, size_t err_size);
+
 /* Same, reading the model from a file. */
 MRT_API mrt_status mrt_session_create_from_file(const char *path, mrt_session **out,
                                                 char *err, size_t err_size);
 
-/* Free a session; NULL is allowed. */
+/* Free a session (and join its worker threads); NULL is allowed. */
 MRT_API void mrt_session_destroy(mrt_session *session);
 
 MRT_API size_t mrt_session_input_count(const mrt_session *session);
@@ -111,7 +131,8 @@ MRT_API mrt_status mrt_session_set_input(mrt_session *session, size_t index,
 MRT_API mrt_status mrt_session_get_output(const mrt_session *session, size_t index,
                                           void *data, size_t nbytes);
 
-/* Run the model on the current inputs. */
+/* Run the model on the current inputs. One run at a time per session (the
+ * session's threads serve that run); different sessions may run concurrently. */
 MRT_API mrt_status mrt_session_run(mrt_session *session);
 
 /* Message of the last failed call on this session ("" if none). */

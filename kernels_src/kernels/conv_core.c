@@ -401,7 +401,8 @@ mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, float lo, flo
         const size_t cx = kx * p->d[2];
         p->dw_taps[ky * kw + kx] = (int32_t)(((cx % sx) * p->dw_rows + ky * p->d[1]) * p->dw_rw + cx / sx);
       }
-    mrt_ctx_request_scratch(ctx, sx * p->dw_rows * p->dw_rw * sizeof(float));
+    /* One padded plane per thread. */
+    mrt_ctx_request_scratch(ctx, mrt_ctx_threads(ctx) * mrt_round_up(sx * p->dw_rows * p->dw_rw * sizeof(float), 64));
     return node->params = p, MRT_STATUS_OK;
   } else {
     p->path = MRT_CONV_IM2COL;
@@ -444,11 +445,41 @@ mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, float lo, flo
       mrt_sgemm_pack_a(p->kern, p->m, p->kdim, (const float *)w->data + g * p->m * p->kdim,
                        p->kdim, 1, 1.0f, p->packed_w + g * p->packed_w_stride);
   }
-  p->pad_off = mrt_round_up(mrt_sgemm_scratch_size(p->kern, p->m, p->out_pix, p->kdim, w_packed, 0), 64);
+  p->pad_off = mrt_round_up(mrt_sgemm_scratch_size_mt(p->kern, p->m, p->out_pix, p->kdim, w_packed, 0,
+                                                     mrt_ctx_threads(ctx)), 64);
   mrt_ctx_request_scratch(ctx, p->pad_off + p->pad_floats * sizeof(float));
   node->params = p;
   return MRT_STATUS_OK;
 }
+
+/* Depthwise on threads: each task takes a run of channel planes and pads them
+ * into its own thread's buffer. */
+typedef struct mrt_dw_job {
+  const mrt_conv_params *p;
+  mrt_dw_plane_fn plane;
+  const float *x, *w, *bias;
+  float *y;
+  char *scratch;
+  size_t stride, per_task;
+} mrt_dw_job;
+
+static void mrt_conv_dw_task(void *varg, size_t task, size_t thread) {
+  const mrt_dw_job *j = (const mrt_dw_job *)varg;
+  const mrt_conv_params *p = j->p;
+  const size_t planes = p->batch * p->c_out, lo = task * j->per_task;
+  const size_t hi = mrt_min(planes, lo + j->per_task);
+  if (lo >= hi) return;
+  float *buf = (float *)(j->scratch + thread * j->stride);
+  memset(buf, 0, p->s[2] * p->dw_rows * p->dw_rw * sizeof(float));
+  for (size_t i = lo; i < hi; ++i) {
+    const size_t c = i % p->c_out;
+    mrt_conv_dw_pad(p, j->x + i * p->in_pix, buf);
+    j->plane(p, buf, j->w + c * p->kvol, j->bias ? j->bias[c] : 0.0f, j->y + i * p->out_pix);
+  }
+}
+
+/* Multiply-adds below which a depthwise task is not worth a thread. */
+#define MRT_CONV_DW_TASK_MACS ((size_t)1 << 16)
 
 void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
   const mrt_conv_params *p = (const mrt_conv_params *)node->params;
@@ -465,14 +496,12 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
 #else
     const mrt_dw_plane_fn plane = mrt_conv_dw_plane;
 #endif
-    memset(scratch, 0, p->s[2] * p->dw_rows * p->dw_rw * sizeof(float));
-    for (size_t n = 0; n < p->batch; ++n)
-      for (size_t c = 0; c < p->c_out; ++c) {
-        const size_t plane_idx = n * p->c_out + c;
-        mrt_conv_dw_pad(p, x + plane_idx * p->in_pix, (float *)scratch);
-        plane(p, (const float *)scratch, w + c * p->kvol, bias ? bias[c] : 0.0f,
-              y + plane_idx * p->out_pix);
-      }
+    const size_t planes = p->batch * p->c_out;
+    const size_t tasks = mrt_pool_tasks(node->pool, planes * p->out_pix * p->kvol, MRT_CONV_DW_TASK_MACS);
+    mrt_dw_job job = {p, plane, x, w, bias, y, (char *)scratch,
+                      mrt_round_up(p->s[2] * p->dw_rows * p->dw_rw * sizeof(float), 64),
+                      (planes + tasks - 1) / tasks};
+    mrt_parallel_for(node->pool, tasks, mrt_conv_dw_task, &job);
     return;
   }
 
@@ -506,6 +535,6 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
         b.pack_ctx = &ic;
       }
       ep.bias_row = bias ? bias + g * p->m : NULL;
-      mrt_sgemm(p->kern, p->m, p->out_pix, p->kdim, &a, &b, 0, &ep, yg, p->out_pix, scratch);
+      mrt_sgemm_mt(node->pool, p->kern, p->m, p->out_pix, p->kdim, &a, &b, 0, &ep, yg, p->out_pix, scratch);
     }
 }

@@ -229,14 +229,13 @@ static void mrt_sgemm_epilogue_only(size_t m, size_t n, int accumulate, const mr
     }
 }
 
-void mrt_sgemm(const mrt_sgemm_kernel *kern, size_t m, size_t n, size_t k, const mrt_sgemm_src *a,
-               const mrt_sgemm_src *b, int accumulate, const mrt_sgemm_epilogue *ep,
-               float *MRT_RESTRICT c, size_t ldc, void *scratch) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    mrt_sgemm_epilogue_only(m, n, accumulate, ep, c, ldc);
-    return;
-  }
+/* The block C[i_lo..i_hi, j_lo..j_hi) of the product (i_lo a multiple of mr,
+ * j_lo of nr: packed operands are found by absolute panel), with one
+ * thread's scratch. */
+static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, size_t k, const mrt_sgemm_src *a,
+                            const mrt_sgemm_src *b, int accumulate, const mrt_sgemm_epilogue *ep,
+                            float *MRT_RESTRICT c, size_t ldc, void *scratch, size_t i_lo, size_t i_hi,
+                            size_t j_lo, size_t j_hi) {
   const size_t mr = kern->mr, nr = kern->nr, mc = kern->mc, nc = kern->nc;
   const size_t mpad = mrt_round_up(m, mr), npad = mrt_round_up(n, nr);
   float *bbuf = (float *)scratch;
@@ -248,8 +247,8 @@ void mrt_sgemm(const mrt_sgemm_kernel *kern, size_t m, size_t n, size_t k, const
   float tmp_c[256], tmp_row[32], tmp_col[64];
   MRT_ASSERT(mr * nr <= 256 && mr <= 32 && nr <= 64);
 
-  for (size_t j0 = 0; j0 < n; j0 += nc) {
-    const size_t ncur = mrt_min(nc, n - j0);
+  for (size_t j0 = j_lo; j0 < j_hi; j0 += nc) {
+    const size_t ncur = mrt_min(nc, j_hi - j0);
     for (size_t k0 = 0; k0 < k; k0 += MRT_SGEMM_KC) {
       const size_t kcur = mrt_min(MRT_SGEMM_KC, k - k0);
       const float *bp;
@@ -264,8 +263,8 @@ void mrt_sgemm(const mrt_sgemm_kernel *kern, size_t m, size_t n, size_t k, const
       }
       args.accumulate = accumulate || k0 > 0;
       args.last = k0 + kcur == k;
-      for (size_t i0 = 0; i0 < m; i0 += mc) {
-        const size_t mcur = mrt_min(mc, m - i0);
+      for (size_t i0 = i_lo; i0 < i_hi; i0 += mc) {
+        const size_t mcur = mrt_min(mc, i_hi - i0);
         const float *ap;
         if (a->packed) {
           ap = a->packed + k0 * mpad + i0 * kcur;
@@ -327,6 +326,78 @@ void mrt_sgemm(const mrt_sgemm_kernel *kern, size_t m, size_t n, size_t k, const
       }
     }
   }
+}
+
+/*
+ * Threads. The product is cut along N (whole nr panels) when A is packed
+ * already (Conv's weights: each thread packs only its own im2col columns) and
+ * along M when B is (Gemm / MatMul weights), else along the longer side; each
+ * task writes its own block of C with its own thread's scratch. Below
+ * MRT_SGEMM_TASK_MACS multiply-adds per task the loop stays on the caller's
+ * thread: waking a worker costs more than it saves.
+ */
+#define MRT_SGEMM_TASK_MACS ((size_t)1 << 17)
+
+typedef struct mrt_sgemm_job {
+  const mrt_sgemm_kernel *kern;
+  size_t m, n, k, ldc, stride, unit, per_task;
+  const mrt_sgemm_src *a, *b;
+  const mrt_sgemm_epilogue *ep;
+  float *c;
+  char *scratch;
+  int accumulate, split_n;
+} mrt_sgemm_job;
+
+static void mrt_sgemm_task(void *varg, size_t task, size_t thread) {
+  const mrt_sgemm_job *j = (const mrt_sgemm_job *)varg;
+  const size_t total = j->split_n ? j->n : j->m;
+  const size_t lo = task * j->per_task * j->unit;
+  if (lo >= total) return;
+  const size_t hi = mrt_min(total, lo + j->per_task * j->unit);
+  void *scratch = j->scratch + thread * j->stride;
+  if (j->split_n)
+    mrt_sgemm_range(j->kern, j->m, j->n, j->k, j->a, j->b, j->accumulate, j->ep, j->c, j->ldc, scratch, 0,
+                    j->m, lo, hi);
+  else
+    mrt_sgemm_range(j->kern, j->m, j->n, j->k, j->a, j->b, j->accumulate, j->ep, j->c, j->ldc, scratch, lo,
+                    hi, 0, j->n);
+}
+
+MRT_PREPARE_CODE
+size_t mrt_sgemm_scratch_size_mt(const mrt_sgemm_kernel *kern, size_t m, size_t n, size_t k, int a_packed,
+                                 int b_packed, size_t threads) {
+  return threads * mrt_round_up(mrt_sgemm_scratch_size(kern, m, n, k, a_packed, b_packed), 64);
+}
+
+void mrt_sgemm_mt(mrt_pool *pool, const mrt_sgemm_kernel *kern, size_t m, size_t n, size_t k,
+                  const mrt_sgemm_src *a, const mrt_sgemm_src *b, int accumulate,
+                  const mrt_sgemm_epilogue *ep, float *MRT_RESTRICT c, size_t ldc, void *scratch) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    mrt_sgemm_epilogue_only(m, n, accumulate, ep, c, ldc);
+    return;
+  }
+  size_t tasks = mrt_pool_tasks(pool, m * n * k, MRT_SGEMM_TASK_MACS);
+  const size_t nu = (n + kern->nr - 1) / kern->nr, mu = (m + kern->mr - 1) / kern->mr;
+  int split_n = a->packed ? 1 : b->packed ? 0 : nu >= mu;
+  if ((split_n ? nu : mu) < tasks && (split_n ? mu : nu) > (split_n ? nu : mu)) split_n = !split_n;
+  const size_t units = split_n ? nu : mu;
+  if (tasks > units) tasks = units;
+  if (tasks <= 1) {
+    mrt_sgemm_range(kern, m, n, k, a, b, accumulate, ep, c, ldc, scratch, 0, m, 0, n);
+    return;
+  }
+  mrt_sgemm_job job = {kern, m, n, k, ldc,
+                       mrt_round_up(mrt_sgemm_scratch_size(kern, m, n, k, a->packed != NULL, b->packed != NULL), 64),
+                       split_n ? kern->nr : kern->mr, (units + tasks - 1) / tasks,
+                       a, b, ep, c, (char *)scratch, accumulate, split_n};
+  mrt_parallel_for(pool, tasks, mrt_sgemm_task, &job);
+}
+
+void mrt_sgemm(const mrt_sgemm_kernel *kern, size_t m, size_t n, size_t k, const mrt_sgemm_src *a,
+               const mrt_sgemm_src *b, int accumulate, const mrt_sgemm_epilogue *ep,
+               float *MRT_RESTRICT c, size_t ldc, void *scratch) {
+  mrt_sgemm_mt(NULL, kern, m, n, k, a, b, accumulate, ep, c, ldc, scratch);
 }
 
 MRT_PREPARE_CODE
@@ -466,7 +537,8 @@ mrt_status mrt_gemm_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, float lo, flo
     mrt_sgemm_pack_a(p->kern, p->m, p->k, (const float *)a->data, p->a_rs, p->a_cs, p->alpha,
                      p->packed_a);
   }
-  mrt_ctx_request_scratch(ctx, mrt_sgemm_scratch_size(p->kern, p->m, p->n, p->k, pack_a, pack_b));
+  mrt_ctx_request_scratch(ctx, mrt_sgemm_scratch_size_mt(p->kern, p->m, p->n, p->k, pack_a, pack_b,
+                                                         mrt_ctx_threads(ctx)));
   node->params = p;
   return MRT_STATUS_OK;
 }
@@ -504,5 +576,5 @@ void mrt_gemm_core_run_f32(const mrt_node *node, void *scratch) {
       const float *cr = c + (p->c_rows > 1 ? i * p->c_cols : 0);
       for (size_t j = 0; j < p->n; ++j) y[i * p->n + j] = p->beta * cr[p->c_cols > 1 ? j : 0];
     }
-  mrt_sgemm(p->kern, p->m, p->n, p->k, &sa, &sb, fill, &ep, y, p->n, scratch);
+  mrt_sgemm_mt(node->pool, p->kern, p->m, p->n, p->k, &sa, &sb, fill, &ep, y, p->n, scratch);
 }

@@ -102,10 +102,20 @@ void mrt_sgemm_pack_b(const mrt_sgemm_kernel *kern, size_t k, size_t n, const fl
 size_t mrt_sgemm_scratch_size(const mrt_sgemm_kernel *kern, size_t m, size_t n, size_t k,
                               int a_packed, int b_packed);
 
-/* C (m x n, row stride ldc) as described at the top of this file. */
+/* C (m x n, row stride ldc) as described at the top of this file, on the
+ * caller's thread. */
 void mrt_sgemm(const mrt_sgemm_kernel *kern, size_t m, size_t n, size_t k, const mrt_sgemm_src *a,
                const mrt_sgemm_src *b, int accumulate, const mrt_sgemm_epilogue *ep,
                float *MRT_RESTRICT c, size_t ldc, void *scratch);
+
+/* The same on the threads of `pool` (NULL: the caller's only), for large
+ * products; scratch must hold mrt_sgemm_scratch_size_mt bytes for
+ * mrt_pool_threads(pool) threads (mrt_ctx_threads at prepare). */
+size_t mrt_sgemm_scratch_size_mt(const mrt_sgemm_kernel *kern, size_t m, size_t n, size_t k,
+                                 int a_packed, int b_packed, size_t threads);
+void mrt_sgemm_mt(mrt_pool *pool, const mrt_sgemm_kernel *kern, size_t m, size_t n, size_t k,
+                  const mrt_sgemm_src *a, const mrt_sgemm_src *b, int accumulate,
+                  const mrt_sgemm_epilogue *ep, float *MRT_RESTRICT c, size_t ldc, void *scratch);
 
 /* Fused activation of FusedConv / FusedGemm as clamp bounds: reads the
  * `activation` / `activation_params` attributes. */

@@ -36,6 +36,7 @@ typedef struct pool_params {
   size_t nflat;            /* outputs computed in row-width space, a multiple of 8 */
   int32_t *off;            /* tap offsets in the padded plane */
   float *div;              /* AveragePool: per-output divisor (+inf when no tap counts) */
+  size_t scratch_stride;   /* bytes of scratch per thread */
 } pool_params;
 
 #define POOL_VL 8
@@ -82,7 +83,8 @@ static size_t pool_flat_scratch(const pool_params *p) {
   return (p->rh + 1) * p->rw + POOL_VL + p->nflat;
 }
 
-static inline void pool_flat(const pool_params *p, const float *x, float *y, float *buf, const int is_max) {
+static inline void pool_flat(const pool_params *p, const float *x, float *y, float *buf, const int is_max,
+                             size_t c0, size_t c1) {
   const size_t h = (size_t)p->in[1], w = (size_t)p->in[2], oh = (size_t)p->out[1], ow = (size_t)p->out[2];
   const size_t rw = p->rw, rh = p->rh, ntaps = (size_t)(p->k[1] * p->k[2]);
   const size_t nbuf = (rh + 1) * rw + POOL_VL;
@@ -92,10 +94,12 @@ static inline void pool_flat(const pool_params *p, const float *x, float *y, flo
   /* Input rows and columns that land in the buffer. */
   const size_t pt = (size_t)p->pb[1], pl = (size_t)p->pb[2];
   const size_t r0 = pt, r1 = pt + h < rh ? pt + h : rh;
-  const size_t c0 = pl, c1 = pl + w < rw ? pl + w : rw;
-  for (size_t c = 0; c < p->planes; c++, x += h * w, y += oh * ow) {
-    if (c1 > c0)
-      for (size_t r = r0; r < r1; r++) memcpy(buf + r * rw + c0, x + (r - pt) * w, (c1 - c0) * sizeof(float));
+  const size_t col0 = pl, col1 = pl + w < rw ? pl + w : rw;
+  x += c0 * h * w;
+  y += c0 * oh * ow;
+  for (size_t c = c0; c < c1; c++, x += h * w, y += oh * ow) {
+    if (col1 > col0)
+      for (size_t r = r0; r < r1; r++) memcpy(buf + r * rw + col0, x + (r - pt) * w, (col1 - col0) * sizeof(float));
     for (size_t f = 0; f < p->nflat; f += POOL_VL) {
       pool_vec m;
       memcpy(&m, buf + f + p->off[0], sizeof m);
@@ -203,7 +207,8 @@ static mrt_status pool_prepare(mrt_node *node, mrt_ctx *ctx, int max_outputs, in
   if (p->in[0] == 1 && p->out[0] == 1 && p->s[1] == 1 && p->s[2] == 1 &&
       (st = pool_flat_prepare(node, ctx, p)) != MRT_STATUS_OK)
     return st;
-  mrt_ctx_request_scratch(ctx, (p->flat ? pool_flat_scratch(p) : (size_t)p->in[2]) * sizeof(float));
+  p->scratch_stride = ((p->flat ? pool_flat_scratch(p) : (size_t)p->in[2]) * sizeof(float) + 63) / 64 * 64;
+  mrt_ctx_request_scratch(ctx, mrt_ctx_threads(ctx) * p->scratch_stride);
   *out = p;
   return MRT_STATUS_OK;
 }
@@ -214,10 +219,12 @@ static mrt_status pool_prepare(mrt_node *node, mrt_ctx *ctx, int max_outputs, in
  * row. For 3x3 stride 2 that is about half the loads of the direct form, and
  * none of them strided across rows. */
 static inline void pool_separable(const pool_params *p, const float *x, float *y, float *row,
-                                  const int is_max) {
+                                  const int is_max, size_t c0, size_t c1) {
   const size_t w = (size_t)p->in[2], hw = (size_t)p->in[1] * w, plane = hw * (size_t)p->in[0];
   const size_t dd = (size_t)p->dil[0] * hw, dh = (size_t)p->dil[1] * w, dw = (size_t)p->dil[2];
-  for (size_t c = 0; c < p->planes; c++, x += plane) {
+  x += c0 * plane;
+  y += c0 * (size_t)(p->out[0] * p->out[1] * p->out[2]);
+  for (size_t c = c0; c < c1; c++, x += plane) {
     for (int64_t od = 0; od < p->out[0]; od++) {
       const pool_tap td = p->tap[0][od];
       for (int64_t oh = 0; oh < p->out[1]; oh++) {
@@ -255,6 +262,40 @@ static inline void pool_separable(const pool_params *p, const float *x, float *y
   }
 }
 
+/* Threads: each task pools a run of planes with its own thread's scratch. */
+typedef struct pool_job {
+  const pool_params *p;
+  const float *x;
+  float *y;
+  char *scratch;
+  size_t per_task;
+  int is_max;
+} pool_job;
+
+static void pool_task(void *varg, size_t task, size_t thread) {
+  const pool_job *j = varg;
+  const size_t c0 = task * j->per_task;
+  const size_t c1 = c0 + j->per_task < j->p->planes ? c0 + j->per_task : j->p->planes;
+  if (c0 >= c1) return;
+  float *buf = (float *)(j->scratch + thread * j->p->scratch_stride);
+  if (j->p->flat)
+    pool_flat(j->p, j->x, j->y, buf, j->is_max, c0, c1);
+  else
+    pool_separable(j->p, j->x, j->y, buf, j->is_max, c0, c1);
+}
+
+/* Input floats read below which a pooling task is not worth a thread. */
+#define POOL_TASK_WORK ((size_t)1 << 16)
+
+static void pool_run(const mrt_node *node, void *scratch, int is_max) {
+  const pool_params *p = node->params;
+  const size_t work = p->planes * (size_t)(p->in[0] * p->in[1] * p->in[2] + p->out[0] * p->out[1] * p->out[2]);
+  const size_t tasks = mrt_pool_tasks(node->pool, work, POOL_TASK_WORK);
+  pool_job job = {p, node->inputs[0]->data, node->outputs[0]->data, scratch,
+                  (p->planes + tasks - 1) / tasks, is_max};
+  mrt_parallel_for(node->pool, tasks, pool_task, &job);
+}
+
 #endif /* MaxPool || AveragePool */
 
 #if defined(MRT_OP_MaxPool)
@@ -288,10 +329,7 @@ void mrt_maxpool_run_f32(const mrt_node *node, void *scratch) {
   float *y = node->outputs[0]->data;
   const mrt_tensor *ind_t = mrt_out(node, 1);
   if (!ind_t) {
-    if (p->flat)
-      pool_flat(p, x, y, scratch, 1);
-    else
-      pool_separable(p, x, y, scratch, 1);
+    pool_run(node, scratch, 1);
     return;
   }
   /* With Indices: the direct form, tracking where each maximum came from. */
@@ -352,11 +390,7 @@ mrt_status mrt_averagepool_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
 }
 
 void mrt_averagepool_run_f32(const mrt_node *node, void *scratch) {
-  const pool_params *p = node->params;
-  if (p->flat)
-    pool_flat(p, node->inputs[0]->data, node->outputs[0]->data, scratch, 0);
-  else
-    pool_separable(p, node->inputs[0]->data, node->outputs[0]->data, scratch, 0);
+  pool_run(node, scratch, 0);
 }
 
 #endif /* AveragePool */

@@ -7,6 +7,7 @@
  *   model.c      -> status.c
  *   kernels      -> kernel_ctx.c, attrs.c (mrt_kernel.h), their support units
  *   kernel_ctx.c -> status.c
+ *   threadpool.c -> libc (pthreads) only
  *   attrs.c, status.c -> libc only
  */
 #ifndef MRT_INTERNAL_H
@@ -16,7 +17,7 @@
 #include <stdio.h>
 
 #include "mrt_kernel.h"
-#include "config.h" /* generated: MRT_ENABLE_MESSAGES */
+#include "config.h" /* generated: MRT_ENABLE_MESSAGES, MRT_ENABLE_THREADS */
 
 #define MRT_MAGIC "MRTM"
 #define MRT_FORMAT_MAJOR 1
@@ -49,10 +50,16 @@ struct mrt_session {
   uint8_t *scratch;
   void *scratch_block;
   size_t scratch_size;
+  struct mrt_pool *pool;     /* threadpool.c; every node's pool */
   void **allocs;             /* memory handed out by mrt_ctx_alloc */
   size_t n_allocs, cap_allocs;
   char error[MRT_ERROR_SIZE];
 };
+
+/* threadpool.c: a pool of n_threads (caller included; workers start at the
+ * first parallel loop). NULL on out of memory. */
+struct mrt_pool *mrt_pool_create(size_t n_threads);
+void mrt_pool_destroy(struct mrt_pool *pool);
 
 /* model.c: parse and check the model bytes into `s`. */
 mrt_status mrt_model_load(struct mrt_session *s);

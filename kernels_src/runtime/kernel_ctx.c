@@ -27,6 +27,10 @@ void mrt_ctx_request_scratch(mrt_ctx *ctx, size_t size) {
   if (size > ctx->scratch_size) ctx->scratch_size = size;
 }
 
+#if MRT_ENABLE_THREADS
+size_t mrt_ctx_threads(const mrt_ctx *ctx) { return mrt_pool_threads(ctx->session->pool); }
+#endif
+
 mrt_status mrt_ctx_error(mrt_ctx *ctx, const mrt_node *node, mrt_status status, const char *fmt, ...) {
   struct mrt_session *s = ctx->session;
   size_t n = 0;

@@ -114,6 +114,7 @@ typedef struct mrt_tensor {
 } mrt_tensor;
 
 struct mrt_kernel;
+typedef struct mrt_pool mrt_pool;
 
 typedef struct mrt_node {
   const char *op;
@@ -130,6 +131,7 @@ typedef struct mrt_node {
   const mrt_attr *attrs;
   void *params;        /* kernel-private, set by prepare */
   const struct mrt_kernel *kernel;
+  mrt_pool *pool;      /* the session's thread pool, for run() (see mrt_parallel_for) */
 } mrt_node;
 
 typedef struct mrt_ctx mrt_ctx;
@@ -141,6 +143,44 @@ void *mrt_ctx_alloc(mrt_ctx *ctx, size_t size);
 void mrt_ctx_request_scratch(mrt_ctx *ctx, size_t size);
 /* Record an error message naming the node (printf-like: %s %d %u %lld %zu). Returns status. */
 mrt_status mrt_ctx_error(mrt_ctx *ctx, const mrt_node *node, mrt_status status, const char *fmt, ...);
+
+/* Threads run() may use (node->pool's, caller included): size per-thread
+ * scratch for this many (1 in a build without threads). */
+size_t mrt_ctx_threads(const mrt_ctx *ctx);
+
+/*
+ * Parallel loops (runtime/threadpool.c). mrt_parallel_for runs fn(arg, task,
+ * thread) for every task in [0, n_tasks) and returns when all are done. The
+ * calling thread takes part; `thread` in [0, mrt_pool_threads(pool)) tells
+ * which thread runs the task, so per-thread scratch is scratch + thread *
+ * stride (two tasks of one thread never overlap). Each task must write its own
+ * output range. No nesting: a task must not call mrt_parallel_for. A NULL pool
+ * or a build without threads runs the tasks in order on the caller's thread.
+ */
+typedef void (*mrt_task_fn)(void *arg, size_t task, size_t thread);
+void mrt_parallel_for(mrt_pool *pool, size_t n_tasks, mrt_task_fn fn, void *arg);
+size_t mrt_pool_threads(const mrt_pool *pool); /* 1 for NULL */
+/* How many tasks to cut `work` units into so that each gets at least
+ * `min_work` (small ops stay on the caller's thread: 1): at most the threads. */
+size_t mrt_pool_tasks(const mrt_pool *pool, size_t work, size_t min_work);
+
+/* The build's config.h (generated; absent when a test compiles kernels alone). */
+#if defined(__has_include)
+#if __has_include("config.h")
+#include "config.h"
+#endif
+#endif
+#if defined(MRT_ENABLE_THREADS) && !MRT_ENABLE_THREADS
+/* Without threads every loop is one task on the caller's thread: a constant
+ * the compiler folds, so the kernels' parallel paths cost no bytes. */
+#define mrt_pool_tasks(pool, work, min_work) ((void)(pool), (void)(work), (void)(min_work), (size_t)1)
+#define mrt_pool_threads(pool) ((void)(pool), (size_t)1)
+#define mrt_ctx_threads(ctx) ((void)(ctx), (size_t)1)
+static inline void mrt_serial_for(size_t n_tasks, mrt_task_fn fn, void *arg) {
+  for (size_t t = 0; t < n_tasks; ++t) fn(arg, t, 0);
+}
+#define mrt_parallel_for(pool, n_tasks, fn, arg) ((void)(pool), mrt_serial_for((n_tasks), (fn), (arg)))
+#endif
 
 typedef mrt_status (*mrt_prepare_fn)(mrt_node *node, mrt_ctx *ctx);
 typedef void (*mrt_run_fn)(const mrt_node *node, void *scratch);

@@ -25,9 +25,16 @@ static void *aligned_alloc64(size_t size, void **block) {
   return (void *)(((uintptr_t)*block + MRT_ALIGN - 1) & ~(uintptr_t)(MRT_ALIGN - 1));
 }
 
-static mrt_status session_init(struct mrt_session *s) {
+static mrt_status session_init(struct mrt_session *s, size_t threads) {
   mrt_status st = mrt_model_load(s);
   if (st) return st;
+#if MRT_ENABLE_THREADS
+  /* One thread needs no pool: a NULL pool runs every loop on the caller's thread. */
+  if (threads > 1 && !(s->pool = mrt_pool_create(threads)))
+    return mrt_session_fail(s, MRT_STATUS_OUT_OF_MEMORY, "out of memory: thread pool");
+#else
+  (void)threads;
+#endif
 
   s->arena = aligned_alloc64(s->arena_size ? s->arena_size : 1, &s->arena_block);
   if (!s->arena) return mrt_session_fail(s, MRT_STATUS_OUT_OF_MEMORY, "out of memory: arena of %zu bytes", s->arena_size);
@@ -40,6 +47,7 @@ static mrt_status session_init(struct mrt_session *s) {
   mrt_ctx ctx = {s, 0};
   for (uint32_t i = 0; i < s->n_nodes; i++) {
     mrt_node *n = &s->nodes[i];
+    n->pool = s->pool;
     n->kernel = find_kernel(n);
     if (!n->kernel) {
       /* The signature's element types, one byte each (at most two named here). */
@@ -68,13 +76,32 @@ static void copy_error(char *err, size_t err_size, const char *msg) {
   err[n] = 0;
 }
 
+static mrt_status check_options(const mrt_session_options *o, char *err, size_t err_size) {
+  if (o && (o->intra_op_num_threads < 0 || o->intra_op_num_threads > MRT_MAX_THREADS)) {
+    copy_error(err, err_size, "intra_op_num_threads must be 0..64 (0 and 1: the caller's thread only)");
+    return MRT_STATUS_INVALID_ARGUMENT;
+  }
+  return MRT_STATUS_OK;
+}
+
 mrt_status mrt_session_create(const void *model, size_t size, uint32_t flags, mrt_session **out,
                               char *err, size_t err_size) {
+  mrt_session_options o = {0};
+  o.flags = flags;
+  return mrt_session_create_with_options(model, size, &o, out, err, err_size);
+}
+
+mrt_status mrt_session_create_with_options(const void *model, size_t size, const mrt_session_options *o,
+                                           mrt_session **out, char *err, size_t err_size) {
   if (out) *out = NULL;
   if (!model || !out) {
     copy_error(err, err_size, "mrt_session_create: model and out must not be NULL");
     return MRT_STATUS_INVALID_ARGUMENT;
   }
+  mrt_status st = check_options(o, err, err_size);
+  if (st) return st;
+  const uint32_t flags = o ? o->flags : 0;
+  const size_t threads = o && o->intra_op_num_threads > 1 ? (size_t)o->intra_op_num_threads : 1;
   struct mrt_session *s = calloc(1, sizeof *s);
   if (!s) {
     copy_error(err, err_size, "out of memory");
@@ -95,7 +122,7 @@ mrt_status mrt_session_create(const void *model, size_t size, uint32_t flags, mr
     s->model = copy;
   }
   s->model_size = size;
-  mrt_status st = session_init(s);
+  st = session_init(s, threads);
   if (st) {
     copy_error(err, err_size, s->error);
     mrt_session_destroy(s);
@@ -150,6 +177,9 @@ mrt_status mrt_session_create_from_file(const char *path, mrt_session **out, cha
 
 void mrt_session_destroy(mrt_session *s) {
   if (!s) return;
+#if MRT_ENABLE_THREADS
+  mrt_pool_destroy(s->pool);
+#endif
   for (size_t i = 0; i < s->n_allocs; i++) free(s->allocs[i]);
   free(s->allocs);
   free(s->tensors);
@@ -224,6 +254,8 @@ mrt_status mrt_session_run(mrt_session *s) {
   }
   return MRT_STATUS_OK;
 }
+
+
 
 const char *mrt_session_last_error(const mrt_session *s) { return s ? s->error : "no session"; }
 

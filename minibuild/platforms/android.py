@@ -211,8 +211,9 @@ def link_steps(target: Target, tdir: Path) -> list[dict]:
     vs = tdir / "exports.map"
     write_if_changed(vs, version_script())
     if target.link == "host-jni":
+        # -lpthread after --as-needed: glibc 2.17 keeps the thread pool's pthreads there.
         cmd = [*ZIG, "cc", "-target", target.triple, "-shared", "-o", "$TARGET", "$SOURCES", "-nostdlib", "-lc",
-               f"-Wl,--version-script={vs}", "-Wl,--gc-sections", "-Wl,--as-needed", "-Wl,-soname,libminirt.so",
+               f"-Wl,--version-script={vs}", "-Wl,--gc-sections", "-Wl,--as-needed", "-lpthread", "-Wl,-soname,libminirt.so",
                "-Wl,-z,noexecstack", "-s"]
         return [{"output": "lib/libminirt.so", "role": "deliverable", "command": cmd, "verb": "LINK", "inputs": [str(vs)]}]
     rt = _compiler_rt_steps(target, tdir)

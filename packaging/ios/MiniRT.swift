@@ -3,6 +3,8 @@
 //     import MiniRTSwift
 //     let session = try MiniRTSession(contentsOf: Bundle.main.url(forResource: "mobilenet", withExtension: "mrt")!)
 //     let probs = try session.run([pixels])[0]      // [[Float]] in, [[Float]] out
+//     // two threads per run (the default is one, the calling thread):
+//     let fast = try MiniRTSession(contentsOf: url, options: MiniRTSessionOptions(intraOpNumThreads: 2))
 //
 // A session is not thread-safe: use one per thread, or serialise calls.
 // Shipped by minibuild (packaging/ios/MiniRT.swift); not generated, no build-specific content.
@@ -43,18 +45,31 @@ public enum MiniRT {
     public static var manifestHash: String { String(cString: mrt_build_manifest_hash()) }
 }
 
+/// Session options (onnxruntime's SessionOptions, the fields minirt has).
+public struct MiniRTSessionOptions {
+    /// Threads one run uses, the calling thread included; 0 or 1 (the default):
+    /// the caller's thread only. A library built with --no-threads always uses one.
+    public var intraOpNumThreads: Int
+
+    public init(intraOpNumThreads: Int = 0) {
+        self.intraOpNumThreads = intraOpNumThreads
+    }
+}
+
 public final class MiniRTSession {
     private let handle: OpaquePointer
     public let inputs: [MiniRTTensorInfo]
     public let outputs: [MiniRTTensorInfo]
 
     /// Load a converted model (.mrt) from its bytes; the bytes are copied.
-    public init(data: Data) throws {
+    public init(data: Data, options: MiniRTSessionOptions = MiniRTSessionOptions()) throws {
         var err = [CChar](repeating: 0, count: 512)
         let errSize = err.count
         var h: OpaquePointer? = nil
+        var opts = mrt_session_options()
+        opts.intra_op_num_threads = Int32(clamping: options.intraOpNumThreads)
         let status: mrt_status = data.withUnsafeBytes { raw in
-            mrt_session_create(raw.baseAddress, raw.count, 0, &h, &err, errSize)
+            mrt_session_create_with_options(raw.baseAddress, raw.count, &opts, &h, &err, errSize)
         }
         guard status.rawValue == 0, let created = h else {
             throw MiniRTError(status, String(cString: err))
@@ -65,8 +80,8 @@ public final class MiniRTSession {
     }
 
     /// Load a converted model (.mrt) from a file.
-    public convenience init(contentsOf url: URL) throws {
-        try self.init(data: try Data(contentsOf: url))
+    public convenience init(contentsOf url: URL, options: MiniRTSessionOptions = MiniRTSessionOptions()) throws {
+        try self.init(data: try Data(contentsOf: url), options: options)
     }
 
     deinit {

@@ -69,10 +69,21 @@ static uint8_t *direct_range(JNIEnv *env, jobject buf, jint pos, jint len) {
   return base + pos;
 }
 
-static jlong create(JNIEnv *env, const void *data, size_t size, uint32_t flags) {
+/* threads: MiniRtSession.Options.intraOpNumThreads (checked in Java; the
+ * runtime checks it again). No JNI call in here: nativeCreateFromArray runs it
+ * inside a critical region. */
+static mrt_status create_raw(const void *data, size_t size, uint32_t flags, jint threads, mrt_session **s,
+                             char *err, size_t err_size) {
+  mrt_session_options o = {0};
+  o.flags = flags;
+  o.intra_op_num_threads = threads;
+  return mrt_session_create_with_options(data, size, &o, s, err, err_size);
+}
+
+static jlong create(JNIEnv *env, const void *data, size_t size, uint32_t flags, jint threads) {
   char err[512];
   mrt_session *s = NULL;
-  mrt_status st = mrt_session_create(data, size, flags, &s, err, sizeof err);
+  mrt_status st = create_raw(data, size, flags, threads, &s, err, sizeof err);
   if (st != MRT_STATUS_OK) {
     throw_status(env, st, err);
     return 0;
@@ -95,7 +106,8 @@ JNIEXPORT jlong FN(nativeCreateFromFile)(JNIEnv *env, jclass cls, jstring path) 
   return (jlong)(intptr_t)s;
 }
 
-JNIEXPORT jlong FN(nativeCreateFromArray)(JNIEnv *env, jclass cls, jbyteArray data, jint off, jint len) {
+JNIEXPORT jlong FN(nativeCreateFromArray)(JNIEnv *env, jclass cls, jbyteArray data, jint off, jint len,
+                                          jint threads) {
   (void)cls;
   jsize n = (*env)->GetArrayLength(env, data);
   if (off < 0 || len < 0 || (jlong)off + len > n) {
@@ -108,7 +120,7 @@ JNIEXPORT jlong FN(nativeCreateFromArray)(JNIEnv *env, jclass cls, jbyteArray da
   if (!p) return 0;
   char err[512];
   mrt_session *s = NULL;
-  mrt_status st = mrt_session_create(p + off, (size_t)len, 0, &s, err, sizeof err);
+  mrt_status st = create_raw(p + off, (size_t)len, 0, threads, &s, err, sizeof err);
   (*env)->ReleasePrimitiveArrayCritical(env, data, p, JNI_ABORT);
   if (st != MRT_STATUS_OK) {
     throw_status(env, st, err);
@@ -119,12 +131,13 @@ JNIEXPORT jlong FN(nativeCreateFromArray)(JNIEnv *env, jclass cls, jbyteArray da
 
 /* Returns the handle; the model is used in place (no copy) when it is 64-byte
  * aligned, e.g. a memory-mapped file. Java keeps the buffer alive meanwhile. */
-JNIEXPORT jlong FN(nativeCreateFromDirect)(JNIEnv *env, jclass cls, jobject buf, jint pos, jint len) {
+JNIEXPORT jlong FN(nativeCreateFromDirect)(JNIEnv *env, jclass cls, jobject buf, jint pos, jint len,
+                                           jint threads) {
   (void)cls;
   uint8_t *p = direct_range(env, buf, pos, len);
   if (!p) return 0;
   uint32_t flags = ((uintptr_t)p % 64 == 0) ? MRT_SESSION_BORROW_BUFFER : 0;
-  return create(env, p, (size_t)len, flags);
+  return create(env, p, (size_t)len, flags, threads);
 }
 
 JNIEXPORT void FN(nativeDestroy)(JNIEnv *env, jclass cls, jlong handle) {

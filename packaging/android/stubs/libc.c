@@ -42,3 +42,16 @@ STUB(ferror)
 /* the compiler's helpers that bionic exports */
 STUB(__errno)
 STUB(__stack_chk_fail)
+
+/* threads (runtime/threadpool.c; absent from a --no-threads build) */
+STUB(pthread_create)
+STUB(pthread_join)
+STUB(pthread_mutex_init)
+STUB(pthread_mutex_destroy)
+STUB(pthread_mutex_lock)
+STUB(pthread_mutex_unlock)
+STUB(pthread_cond_init)
+STUB(pthread_cond_destroy)
+STUB(pthread_cond_wait)
+STUB(pthread_cond_signal)
+STUB(pthread_cond_broadcast)

@@ -4,6 +4,8 @@ Shaped like onnxruntime's API so code can switch with one import:
 
     import minirt
     sess = minirt.InferenceSession("model.mrt")
+    # threads, as onnxruntime: so = minirt.SessionOptions(); so.intra_op_num_threads = 2
+    #                          minirt.InferenceSession("model.mrt", sess_options=so)
     name = sess.get_inputs()[0].name
     (probs,) = sess.run(None, {name: x})
 """
@@ -20,7 +22,7 @@ import numpy as np
 
 from ._dtypes import DTYPES
 
-__all__ = ["InferenceSession", "NodeArg", "MinirtError", "get_library_path", "version", "manifest_hash", "build_info"]
+__all__ = ["InferenceSession", "SessionOptions", "NodeArg", "MinirtError", "get_library_path", "version", "manifest_hash", "build_info"]
 
 _MAX_DIMS = 6
 _DTYPES = {value: np_type for value, (np_type, _) in DTYPES.items()}
@@ -59,6 +61,42 @@ def get_library_path() -> str:
 _lib = None
 
 
+class _SessionOptions(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint32), ("intra_op_num_threads", ctypes.c_int32),
+                ("reserved", ctypes.c_uint32 * 6)]
+
+
+_MAX_THREADS = 64  # MRT_MAX_THREADS
+
+
+class SessionOptions:
+    """Options of an InferenceSession, as onnxruntime.SessionOptions.
+
+    intra_op_num_threads: threads one run uses, the caller's included. 0 (the
+    default) and 1 run on the caller's thread only: minirt's default is one
+    thread (size and footprint first), where onnxruntime's 0 means every core.
+    A library built with --no-threads runs on one thread whatever is set here.
+    """
+
+    def __init__(self):
+        self._intra_op_num_threads = 0
+
+    @property
+    def intra_op_num_threads(self) -> int:
+        return self._intra_op_num_threads
+
+    @intra_op_num_threads.setter
+    def intra_op_num_threads(self, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"intra_op_num_threads must be an int, got {type(value).__name__}")
+        if not 0 <= value <= _MAX_THREADS:
+            raise ValueError(f"intra_op_num_threads must be 0..{_MAX_THREADS}, got {value}")
+        self._intra_op_num_threads = value
+
+    def __repr__(self) -> str:
+        return f"SessionOptions(intra_op_num_threads={self._intra_op_num_threads})"
+
+
 def _load():
     global _lib
     if _lib is not None:
@@ -85,7 +123,12 @@ def _load():
         "mrt_version": (ctypes.c_char_p, []),
         "mrt_build_manifest_hash": (ctypes.c_char_p, []),
     }
-    for name, (res, args) in sig.items():
+    # Newer than 0.1.0's library: looked up only where present.
+    optional = {
+        "mrt_session_create_with_options": (I, [P, S, ctypes.POINTER(_SessionOptions), ctypes.POINTER(P),
+                                                ctypes.c_char_p, S]),
+    }
+    for name, (res, args) in [*sig.items(), *((n, v) for n, v in optional.items() if hasattr(lib, n))]:
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
     _lib = lib
@@ -124,10 +167,15 @@ class NodeArg:
 
 
 class InferenceSession:
-    """A loaded model. `path_or_bytes` is a .mrt file path or its bytes."""
+    """A loaded model. `path_or_bytes` is a .mrt file path or its bytes;
+    `sess_options` a SessionOptions (or anything with intra_op_num_threads, such
+    as an onnxruntime.SessionOptions)."""
 
     def __init__(self, path_or_bytes, sess_options=None, providers=None):
         lib = _load()
+        threads = int(getattr(sess_options, "intra_op_num_threads", 0) or 0) if sess_options is not None else 0
+        if not 0 <= threads <= _MAX_THREADS:
+            raise ValueError(f"intra_op_num_threads must be 0..{_MAX_THREADS}, got {threads}")
         if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
             data = bytes(path_or_bytes)
         else:
@@ -135,7 +183,12 @@ class InferenceSession:
                 data = f.read()
         err = ctypes.create_string_buffer(512)
         handle = ctypes.c_void_p()
-        status = lib.mrt_session_create(data, len(data), 0, ctypes.byref(handle), err, len(err))
+        if hasattr(lib, "mrt_session_create_with_options"):
+            opts = _SessionOptions(0, threads)
+            status = lib.mrt_session_create_with_options(data, len(data), ctypes.byref(opts), ctypes.byref(handle),
+                                                         err, len(err))
+        else:
+            status = lib.mrt_session_create(data, len(data), 0, ctypes.byref(handle), err, len(err))
         if status != 0:
             raise MinirtError(lib.mrt_status_string(status).decode(), err.value.decode(errors="replace"))
         self._lib, self._h = lib, handle

@@ -63,12 +63,61 @@ public final class MiniRtSession implements AutoCloseable {
         }
     }
 
+    /**
+     * Session options, in the spirit of onnxruntime's {@code SessionOptions}:
+     * {@code MiniRtSession.fromFile(path, new MiniRtSession.Options().setIntraOpNumThreads(2))}.
+     */
+    public static final class Options {
+        int intraOpNumThreads;
+
+        /**
+         * Threads one {@link MiniRtSession#run()} uses, the calling thread included.
+         * 0 or 1 (the default): the caller's thread only. A library built with
+         * {@code --no-threads} always uses one.
+         */
+        public Options setIntraOpNumThreads(int threads) {
+            if (threads < 0 || threads > 64) {
+                throw new IllegalArgumentException("intraOpNumThreads must be 0..64, got " + threads);
+            }
+            intraOpNumThreads = threads;
+            return this;
+        }
+
+        public int getIntraOpNumThreads() {
+            return intraOpNumThreads;
+        }
+    }
+
+    private static int threads(Options options) {
+        return options == null ? 0 : options.intraOpNumThreads;
+    }
+
     /** Loads a converted model ({@code .mrt}) from a file. */
     public static MiniRtSession fromFile(String path) {
+        return fromFile(path, null);
+    }
+
+    /** Loads a converted model ({@code .mrt}) from a file, with options. */
+    public static MiniRtSession fromFile(String path, Options options) {
         if (path == null) {
             throw new IllegalArgumentException("path is null");
         }
-        return new MiniRtSession(nativeCreateFromFile(path), null);
+        if (threads(options) <= 1) {
+            return new MiniRtSession(nativeCreateFromFile(path), null);
+        }
+        byte[] bytes;
+        try {
+            java.io.RandomAccessFile f = new java.io.RandomAccessFile(path, "r");
+            try {
+                bytes = new byte[(int) f.length()];
+                f.readFully(bytes);
+            } finally {
+                f.close();
+            }
+        } catch (java.io.IOException e) {
+            throw new MiniRtException(5, "IO_ERROR", "cannot read '" + path + "': " + e.getMessage());
+        }
+        return fromBytes(bytes, options);
     }
 
     /** Loads a converted model ({@code .mrt}) from a file. */
@@ -78,10 +127,15 @@ public final class MiniRtSession implements AutoCloseable {
 
     /** Loads a model from its bytes; the session keeps its own copy. */
     public static MiniRtSession fromBytes(byte[] model) {
+        return fromBytes(model, null);
+    }
+
+    /** Loads a model from its bytes, with options; the session keeps its own copy. */
+    public static MiniRtSession fromBytes(byte[] model, Options options) {
         if (model == null) {
             throw new IllegalArgumentException("model is null");
         }
-        return new MiniRtSession(nativeCreateFromArray(model, 0, model.length), null);
+        return new MiniRtSession(nativeCreateFromArray(model, 0, model.length, threads(options)), null);
     }
 
     /**
@@ -91,11 +145,17 @@ public final class MiniRtSession implements AutoCloseable {
      * must not be changed while the session is open. Other buffers are copied.
      */
     public static MiniRtSession fromByteBuffer(ByteBuffer model) {
+        return fromByteBuffer(model, null);
+    }
+
+    /** {@link #fromByteBuffer(ByteBuffer)} with options. */
+    public static MiniRtSession fromByteBuffer(ByteBuffer model, Options options) {
         if (model == null) {
             throw new IllegalArgumentException("model is null");
         }
         if (model.isDirect()) {
-            return new MiniRtSession(nativeCreateFromDirect(model, model.position(), model.remaining()), model);
+            return new MiniRtSession(nativeCreateFromDirect(model, model.position(), model.remaining(),
+                    threads(options)), model);
         }
         byte[] bytes;
         int offset;
@@ -107,7 +167,7 @@ public final class MiniRtSession implements AutoCloseable {
             model.duplicate().get(bytes);
             offset = 0;
         }
-        return new MiniRtSession(nativeCreateFromArray(bytes, offset, model.remaining()), null);
+        return new MiniRtSession(nativeCreateFromArray(bytes, offset, model.remaining(), threads(options)), null);
     }
 
     /** The runtime's version, "major.minor.patch". */
@@ -349,9 +409,9 @@ public final class MiniRtSession implements AutoCloseable {
     // The JNI glue (packaging/android/jni/minirt_jni.c); proguard.txt keeps these names.
     private static native long nativeCreateFromFile(String path);
 
-    private static native long nativeCreateFromArray(byte[] data, int offset, int length);
+    private static native long nativeCreateFromArray(byte[] data, int offset, int length, int threads);
 
-    private static native long nativeCreateFromDirect(ByteBuffer data, int position, int length);
+    private static native long nativeCreateFromDirect(ByteBuffer data, int position, int length, int threads);
 
     private static native void nativeDestroy(long handle);
 
