@@ -145,8 +145,14 @@ def _build_and_run(model_path: Path, tmp: Path, feeds: dict):
     return res, np.load(got)
 
 
-@pytest.mark.parametrize("form", sorted(FORMS))
-@pytest.mark.parametrize("name", sorted(FLOAT_MODELS))
+CASES = [pytest.param(n, f, marks=[pytest.mark.xfail(
+    strict=True, reason="the QOperator ResNet keeps MaxPool on uint8; MaxPool.yaml serves float32 only "
+                        "(an int8/uint8 MaxPool needs a second source for MaxPool, which the registry's one "
+                        "source per op does not allow yet)")] if (n, f) == ("resnet18", "qoperator") else [])
+         for n in sorted(FLOAT_MODELS) for f in sorted(FORMS)]
+
+
+@pytest.mark.parametrize("name, form", CASES)
 def test_quantised_cnn_matches_onnxruntime(float_models, tmp_path, name, form):
     qpath = tmp_path / f"{name}_{form}.onnx"
     _quantise(float_models[name], qpath, form)

@@ -1,0 +1,124 @@
+"""The quantised kernels against onnxruntime, one node at a time, on the cases ONNX's
+node tests do not reach: depthwise and grouped QLinearConv with per-channel weight
+scales/zero points, strides, pads and int32 bias; QLinearMatMul with per-column
+weights; and the com.microsoft QGemm, QLinearAdd (broadcasting), QLinearMul,
+QLinearGlobalAveragePool, QLinearSigmoid and QLinearLeakyRelu. The requantisation
+is onnxruntime's (float scale, round half to even, saturation), so outputs must agree
+exactly; a difference of one step is reported as a failure with its place.
+(ONNX's own QLinearConv/QLinearMatMul cases run in test_conformance.py -k qlinear.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from minibuild.testing import run_with_minirt
+
+ort = pytest.importorskip("onnxruntime")
+RNG = np.random.default_rng(3)
+NP = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8, np.float32: TensorProto.FLOAT}
+
+
+def _q(shape, dt):
+    info = np.iinfo(dt)
+    return RNG.integers(info.min, info.max + 1, size=shape).astype(dt)
+
+
+def _model(op, inputs, consts, out_shape, out_type, domain="", **attrs):
+    """One node; `inputs` (name -> array) become graph inputs, `consts` initializers ('' = omitted)."""
+    names = list(inputs) + list(consts)
+    order = attrs.pop("_order")
+    node = helper.make_node(op, order, ["y"], domain=domain or None, **attrs)
+    g = helper.make_graph([node], "t", [helper.make_tensor_value_info(k, NP[v.dtype.type], v.shape) for k, v in inputs.items()],
+                          [helper.make_tensor_value_info("y", out_type, out_shape)],
+                          initializer=[numpy_helper.from_array(v, k) for k, v in consts.items()])
+    del names
+    opsets = [helper.make_opsetid("", 13)] + ([helper.make_opsetid("com.microsoft", 1)] if domain else [])
+    m = helper.make_model(g, opset_imports=opsets)
+    m.ir_version = 8
+    return m
+
+
+def _check(model, feeds):
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = run_with_minirt(model, feeds)[0]
+    assert got.shape == ref.shape and got.dtype == ref.dtype
+    diff = np.abs(got.astype(np.int64) - ref.astype(np.int64)) if ref.dtype != np.float32 else np.abs(got - ref)
+    tol = 0 if ref.dtype != np.float32 else 1e-5 * max(1.0, float(np.abs(ref).max()))
+    assert diff.max() <= tol, f"max difference {diff.max()} at {np.unravel_index(diff.argmax(), diff.shape)}"
+
+
+def _scale(n=None):
+    return (RNG.uniform(0.005, 0.05, size=n) if n else np.array(RNG.uniform(0.01, 0.1))).astype(np.float32)
+
+
+@pytest.mark.parametrize("xt, wt", [(np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.int8)])
+@pytest.mark.parametrize("c, m, group, k, stride, pad", [
+    (8, 16, 1, 3, 1, 1), (16, 16, 16, 3, 2, 1), (12, 6, 3, 1, 1, 0), (5, 7, 1, 5, 2, 2)])
+def test_qlinearconv(xt, wt, c, m, group, k, stride, pad):
+    x = _q((1, c, 9, 11), xt)
+    w = _q((m, c // group, k, k), wt)
+    h, wd = (9 + 2 * pad - k) // stride + 1, (11 + 2 * pad - k) // stride + 1
+    consts = {"xs": _scale(), "xz": _q((), xt), "w": w, "ws": _scale(m),
+              "wz": np.zeros(m, wt) if wt == np.int8 else _q((m,), wt),
+              "ys": np.array(0.2, np.float32), "yz": _q((), xt), "b": RNG.integers(-500, 500, m).astype(np.int32)}
+    model = _model("QLinearConv", {"x": x}, consts, [1, m, h, wd], NP[xt], group=group, strides=[stride] * 2,
+                   pads=[pad] * 4, _order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"])
+    _check(model, {"x": x})
+
+
+def test_qlinearmatmul_per_column():
+    a = _q((2, 5, 24), np.uint8)
+    consts = {"as": _scale(), "az": _q((), np.uint8), "b": _q((24, 10), np.int8), "bs": _scale(10),
+              "bz": np.zeros(10, np.int8), "ys": np.array(0.3, np.float32), "yz": _q((), np.uint8)}
+    model = _model("QLinearMatMul", {"a": a}, consts, [2, 5, 10], TensorProto.UINT8,
+                   _order=["a", "as", "az", "b", "bs", "bz", "ys", "yz"])
+    _check(model, {"a": a})
+
+
+@pytest.mark.parametrize("out", ["uint8", "float32"])
+def test_qgemm(out):
+    a = _q((3, 32), np.uint8)
+    consts = {"as": _scale(), "az": _q((), np.uint8), "b": _q((10, 32), np.int8), "bs": _scale(),
+              "bz": np.zeros((), np.int8), "c": RNG.integers(-300, 300, 10).astype(np.int32),
+              "ys": np.array(0.4, np.float32), "yz": _q((), np.uint8)}
+    order = ["a", "as", "az", "b", "bs", "bz", "c"] + (["ys", "yz"] if out == "uint8" else [])
+    if out == "float32":
+        del consts["ys"], consts["yz"]
+    model = _model("QGemm", {"a": a}, consts, [3, 10], TensorProto.UINT8 if out == "uint8" else TensorProto.FLOAT,
+                   domain="com.microsoft", transB=1, _order=order)
+    _check(model, {"a": a})
+
+
+@pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
+@pytest.mark.parametrize("t", [np.uint8, np.int8])
+@pytest.mark.parametrize("bshape", [(2, 8, 5, 5), (1, 8, 1, 1)])
+def test_qlinear_binary(op, t, bshape):
+    a, b = _q((2, 8, 5, 5), t), _q(bshape, t)
+    consts = {"as": _scale(), "az": _q((), t), "bs": _scale(), "bz": _q((), t), "cs": np.array(0.05, np.float32),
+              "cz": _q((), t)}
+    model = _model(op, {"a": a, "b": b}, consts, [2, 8, 5, 5], NP[t], domain="com.microsoft",
+                   _order=["a", "as", "az", "b", "bs", "bz", "cs", "cz"])
+    _check(model, {"a": a, "b": b})
+
+
+@pytest.mark.parametrize("t", [np.uint8, np.int8])
+def test_qlinear_global_average_pool(t):
+    x = _q((2, 6, 7, 7), t)
+    consts = {"xs": _scale(), "xz": _q((), t), "ys": _scale(), "yz": _q((), t)}
+    model = _model("QLinearGlobalAveragePool", {"x": x}, consts, [2, 6, 1, 1], NP[t], domain="com.microsoft",
+                   _order=["x", "xs", "xz", "ys", "yz"])
+    _check(model, {"x": x})
+
+
+@pytest.mark.parametrize("op, attrs", [("QLinearSigmoid", {}), ("QLinearLeakyRelu", {"alpha": 0.1})])
+@pytest.mark.parametrize("t", [np.uint8, np.int8])
+def test_qlinear_lookup(op, attrs, t):
+    info = np.iinfo(t)
+    x = np.arange(info.min, info.max + 1).astype(t).reshape(1, 256)
+    consts = {"xs": np.array(0.05, np.float32), "xz": _q((), t), "ys": np.array(0.01, np.float32), "yz": _q((), t)}
+    model = _model(op, {"x": x}, consts, [1, 256], NP[t], domain="com.microsoft", _order=["x", "xs", "xz", "ys", "yz"],
+                   **attrs)
+    _check(model, {"x": x})
