@@ -268,3 +268,42 @@ def test_dynamic_quantized_bert_small_end_to_end(tmp_path_factory, artifacts_dir
              for r in results]
     (artifacts_dir / "bert_small_dynamic_int8.txt").write_text("\n".join(lines) + "\n")
     assert all(r.ok for r in results), lines
+
+
+# --- ConvInteger ----------------------------------------------------------------------------
+
+CONV_CASES = {  # x shape, w shape, attributes
+    "3x3_pad1": ((1, 32, 28, 28), (64, 32, 3, 3), dict(pads=[1, 1, 1, 1])),
+    "3x3_stride2_asym_pad": ((2, 16, 17, 15), (24, 16, 3, 3), dict(pads=[0, 1, 1, 0], strides=[2, 2])),
+    "depthwise": ((1, 32, 14, 14), (32, 1, 3, 3), dict(pads=[1, 1, 1, 1], group=32)),
+    "grouped_dilated": ((1, 8, 12, 12), (12, 2, 3, 3), dict(group=4, dilations=[2, 2])),
+    "1x1_direct": ((1, 64, 7, 7), (96, 64, 1, 1), {}),
+    "same_upper_stride2": ((1, 3, 20, 21), (8, 3, 5, 5), dict(auto_pad="SAME_UPPER", strides=[2, 2])),
+    "conv1d": ((2, 12, 50), (10, 12, 5), dict(pads=[2, 2])),
+}
+
+
+@pytest.mark.parametrize("isa", [None, "sse"], indirect=True)
+@pytest.mark.parametrize("case", sorted(CONV_CASES))
+def test_convinteger_matches_onnxruntime(isa, case):
+    xs, ws, attrs = CONV_CASES[case]
+    x, w = _q(xs, np.uint8), _q(ws, np.uint8)
+    zx, zw = np.uint8(RNG.integers(0, 256)), np.uint8(RNG.integers(0, 256))
+    feeds = {"x": x, "zx": np.asarray(zx)}
+    check_exact(model_of("ConvInteger", feeds, {"w": w, "zw": zw}, inputs=["x", "w", "zx", "zw"], **attrs), feeds)
+
+
+def test_convinteger_int8_weights_per_filter_zero_points():
+    """Signatures onnxruntime's CPU kernel lacks: against exact numpy (float64 conv of
+    the zero-point-shifted operands, via onnxruntime's float Conv)."""
+    x, w = _q((1, 6, 9, 9), np.uint8), _q((4, 6, 3, 3), np.int8)
+    zx, zw = np.uint8(9), _q((4,), np.int8)
+    feeds = {"x": x, "zx": np.asarray(zx)}
+    m = model_of("ConvInteger", feeds, {"w": w, "zw": zw}, inputs=["x", "w", "zx", "zw"], pads=[1, 1, 1, 1])
+    got = testing.run_with_minirt(m, feeds)[0]
+    xf = (x.astype(np.float32) - np.float32(zx))
+    wf = (w.astype(np.float32) - zw.astype(np.float32).reshape(4, 1, 1, 1))
+    ref_m = model_of("Conv", {"x": xf}, {"w": wf}, pads=[1, 1, 1, 1])
+    want = ort.InferenceSession(ref_m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": xf})[0]
+    # padding contributes x_zero_point - x_zero_point = 0, as the shifted float Conv's zeros
+    np.testing.assert_array_equal(got, want.astype(np.int32))
