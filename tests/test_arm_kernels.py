@@ -13,6 +13,8 @@ multiples of the vector width so the tails run too:
   antialiased and align_corners Resize, a 1-D ConvTranspose;
 - activations: Erf, Gelu, Mish, SiLU, Softmax over [-100, 100] in one long row, and
   Gelu / Erf accuracy against float64 (vmath.h's stated bounds);
+- int8: the dynamic-quantisation kernels (DynamicQuantizeLinear, MatMulInteger and
+  ConvInteger on qgemm's NEON tiles, Quantize/DequantizeLinear);
 - typed: the non-float kernels (Gather, Where, Cast, Expand, comparisons, logic,
   IsNaN, int64/bool copies) that the registry holds when the test runs.
 
@@ -283,6 +285,29 @@ def typed_block():
     return g.model(feeds, outputs, opset=17), feeds, used
 
 
+def int8_block():
+    """The dynamic-quantisation path (qgemm's NEON micro-kernels and edge tiles):
+    DynamicQuantizeLinear -> MatMulInteger (int8 weights, per-column zero points, K
+    odd, M and N past the tiles) -> Cast -> Mul, uint8 x uint8 with B at run time,
+    ConvInteger (padded, grouped), QuantizeLinear per axis and DequantizeLinear."""
+    g = Graph()
+    q = lambda shape, dt: RNG.integers(np.iinfo(dt).min, np.iinfo(dt).max, size=shape, endpoint=True).astype(dt)
+    feeds = {"x": randn(2, 13, 45), "au": q((19, 37), np.uint8), "bu": q((37, 21), np.uint8),
+             "img": q((1, 6, 11, 9), np.uint8)}
+    xq = g.op("DynamicQuantizeLinear", ["x"], out="dq_y")
+    g.nodes[-1].output.extend(["dq_scale", "dq_zp"])
+    mmi = g.op("MatMulInteger", [xq, g.const(q((45, 27), np.int8)), "dq_zp", g.const(q((27,), np.int8))],
+               out="matmulinteger_s8")
+    f = g.op("Mul", [g.op("Cast", [mmi], to=TensorProto.FLOAT), "dq_scale"], out="rescaled")
+    uu = g.op("MatMulInteger", ["au", "bu", g.const(np.uint8(200)), g.const(np.uint8(3))], out="matmulinteger_u8u8")
+    ci = g.op("ConvInteger", ["img", g.const(q((10, 3, 3, 3), np.uint8)), g.const(np.uint8(17)), g.const(np.uint8(140))],
+              out="convinteger", pads=[1, 1, 1, 1], group=2)
+    ql = g.op("QuantizeLinear", ["x", g.const(np.float32([0.02, 0.05] * 22 + [0.01])),
+                                 g.const(np.int8([3, -4] * 22 + [0]))], out="quantize_axis", axis=2)
+    dl = g.op("DequantizeLinear", [ql, g.const(np.float32(0.03)), g.const(np.int8(-2))], out="dequantize")
+    return g.model(feeds, ["dq_y", "dq_scale", "dq_zp", mmi, f, uu, ci, ql, dl], opset=13), feeds
+
+
 REGISTRY = registry_mod.load()
 
 
@@ -298,7 +323,7 @@ def arm_build(tmp_path_factory):
     models.mkdir()
     feeds, typed_parts = {}, []
     for name, make in (("bert", bert_block), ("vision", vision_block), ("gemm_edges", gemm_edges),
-                       ("activations", activations)):
+                       ("activations", activations), ("int8", int8_block)):
         model, feeds[name] = make()
         onnx.save(model, models / f"{name}.onnx")
     model, f, typed_parts = typed_block()
@@ -325,7 +350,7 @@ def _compare(raw: bytes, ref: np.ndarray, name: str) -> float:
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("model", ["bert", "vision", "gemm_edges", "activations", "typed"])
+@pytest.mark.parametrize("model", ["bert", "vision", "gemm_edges", "activations", "typed", "int8"])
 def test_new_kernels_under_qemu_match_onnxruntime(arm_build, arch, model, tmp_path):
     models, feeds, mrt, runners, res, typed_parts = arm_build
     if model not in feeds:
