@@ -138,7 +138,7 @@ mrt_status mrt_matmul_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
       mrt_sgemm_pack_b(p->kern, p->k, p->n, (const float *)b->data + i * p->k * p->n, p->n, 1, 1.0f,
                        p->packed_b + i * p->packed_b_stride);
   }
-  mrt_ctx_request_scratch(ctx, mrt_sgemm_scratch_size(p->kern, p->m, p->n, p->k, 0, pack_b));
+  mrt_ctx_request_scratch(ctx, mrt_sgemm_scratch_size_mt(p->kern, p->m, p->n, p->k, 0, pack_b, mrt_ctx_threads(ctx)));
   node->params = p;
   return MRT_STATUS_OK;
 }
@@ -164,7 +164,7 @@ void mrt_matmul_run_f32(const mrt_node *node, void *scratch) {
       sb.cs = 1;
       sb.scale = 1.0f;
     }
-    mrt_sgemm(p->kern, p->m, p->n, p->k, &sa, &sb, 0, &ep, y + t * p->m * p->n, p->n, scratch);
+    mrt_sgemm_mt(node->pool, p->kern, p->m, p->n, p->k, &sa, &sb, 0, &ep, y + t * p->m * p->n, p->n, scratch);
   }
 }
 #endif /* MRT_OP_MatMul */

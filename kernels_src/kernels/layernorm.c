@@ -159,6 +159,28 @@ static void ln_row(size_t d, const float *restrict x, const float *restrict g, c
   *inv_out = inv;
 }
 
+typedef struct ln_job {
+  const ln_params *p;
+  const float *x;
+  float *y;
+  const float *g, *b;
+  float *mean, *invs;
+  size_t per_task;
+} ln_job;
+
+static void ln_task(void *varg, size_t task, size_t thread) {
+  const ln_job *j = varg;
+  const size_t d = j->p->d, r0 = task * j->per_task;
+  const size_t r1 = r0 + j->per_task < j->p->outer ? r0 + j->per_task : j->p->outer;
+  (void)thread;
+  for (size_t r = r0; r < r1; r++) {
+    float m, inv;
+    ln_row(d, j->x + r * d, j->g, j->b, j->p->eps, j->y + r * d, &m, &inv);
+    if (j->mean) j->mean[r] = m;
+    if (j->invs) j->invs[r] = inv;
+  }
+}
+
 void mrt_layernormalization_run_f32(const mrt_node *node, void *scratch) {
   const ln_params *p = node->params;
   const float *x = node->inputs[0]->data;
@@ -167,12 +189,11 @@ void mrt_layernormalization_run_f32(const mrt_node *node, void *scratch) {
   float *mean = mean_t ? mean_t->data : NULL, *invs = inv_t ? inv_t->data : NULL;
   const float *g = ln_values(&p->scale, p->d, scratch), *b = ln_values(&p->bias, p->d, scratch);
   if (p->d == 0) return;
-  for (size_t r = 0; r < p->outer; r++, x += p->d, y += p->d) {
-    float m, inv;
-    ln_row(p->d, x, g, b, p->eps, y, &m, &inv);
-    if (mean) mean[r] = m;
-    if (invs) invs[r] = inv;
-  }
+  /* Rows split across threads; scale and bias (expanded above) are shared, read-only. */
+  ln_job job = {p, x, y, g, b, mean, invs, 0};
+  const size_t tasks = mrt_pool_tasks(node->pool, p->outer * p->d, 8192);
+  job.per_task = (p->outer + tasks - 1) / tasks;
+  mrt_parallel_for(node->pool, tasks, ln_task, &job);
 }
 
 #endif

@@ -55,7 +55,8 @@ mrt_status PREPARE(mrt_node *node, mrt_ctx *ctx) {
   }
   p->exp_sum = MRT_VSELECT(mrt_vexp_shift_sum);
   p->exp = MRT_VSELECT(mrt_vmap_exp);
-  if (p->inner > 1) mrt_ctx_request_scratch(ctx, 2 * p->inner * sizeof(float));
+  /* Strided form: a running max and sum per column, for each thread. */
+  if (p->inner > 1) mrt_ctx_request_scratch(ctx, mrt_ctx_threads(ctx) * 2 * p->inner * sizeof(float));
   node->params = p;
   return MRT_STATUS_OK;
 }
@@ -111,18 +112,37 @@ static void sm_strided(const sm_params *p, size_t n, size_t inner, const float *
 #endif
 }
 
+/* Threads: each task takes a run of the outer rows (attention's batch x heads
+ * x queries), with its own thread's scratch. */
+typedef struct sm_job {
+  const sm_params *p;
+  const float *x;
+  float *y;
+  float *scratch;
+  size_t per_task;
+} sm_job;
+
+static void sm_task(void *varg, size_t task, size_t thread) {
+  const sm_job *j = varg;
+  const sm_params *p = j->p;
+  const size_t block = p->n * p->inner, o0 = task * j->per_task;
+  const size_t o1 = o0 + j->per_task < p->outer ? o0 + j->per_task : p->outer;
+  float *mx = j->scratch + thread * 2 * p->inner;
+  for (size_t o = o0; o < o1; o++) {
+    if (p->inner == 1)
+      sm_contig(p, p->n, j->x + o * block, j->y + o * block);
+    else
+      sm_strided(p, p->n, p->inner, j->x + o * block, j->y + o * block, mx, mx + p->inner);
+  }
+}
+
 void RUN(const mrt_node *node, void *scratch) {
   const sm_params *p = node->params;
-  const float *x = node->inputs[0]->data;
-  float *y = node->outputs[0]->data;
-  const size_t block = p->n * p->inner;
-  if (p->n == 0) return;
-  for (size_t o = 0; o < p->outer; o++, x += block, y += block) {
-    if (p->inner == 1)
-      sm_contig(p, p->n, x, y);
-    else
-      sm_strided(p, p->n, p->inner, x, y, scratch, (float *)scratch + p->inner);
-  }
+  if (p->n == 0 || p->outer == 0) return;
+  /* About 16 flops an element (max, exp, sum, scale): 4096 elements a task at least. */
+  const size_t tasks = mrt_pool_tasks(node->pool, p->outer * p->n * p->inner, 4096);
+  sm_job job = {p, node->inputs[0]->data, node->outputs[0]->data, scratch, (p->outer + tasks - 1) / tasks};
+  mrt_parallel_for(node->pool, tasks, sm_task, &job);
 }
 
 #endif

@@ -1,0 +1,505 @@
+"""The thread pool: outputs at 1, 2 and 4 threads are the same bytes and match
+onnxruntime (MobileNetV2, a GEMM model, a BERT-like encoder block); the option
+in Python (in-process, like onnxruntime's SessionOptions) and Java (host JVM
+through the JNI glue); a --no-threads build has no pthread symbol and still
+runs; and ThreadSanitizer (Debian's clang) finds no data race running the
+runtime and the kernels with 2 and 4 threads."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+import models
+from conftest import build
+from minibuild import build as build_mod, codegen, pipeline, resources, toolchain
+
+RNG = np.random.default_rng(13)
+THREADS = (1, 2, 4)
+
+
+def randn(*shape, scale=1.0):
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+def _model(nodes, inits, feeds, outputs, opset=17):
+    inputs = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+              for k, v in feeds.items()]
+    probe = helper.make_model(helper.make_graph(nodes, "probe", inputs, [], inits),
+                              opset_imports=[helper.make_opsetid("", opset)])
+    probe.ir_version = 8
+    known = {vi.name: vi for vi in onnx.shape_inference.infer_shapes(probe, strict_mode=True).graph.value_info}
+    m = helper.make_model(helper.make_graph(nodes, "threads", inputs, [known[o] for o in outputs], inits),
+                          opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+def gemm_model():
+    """Gemm (constant B, transposed, bias row) past one block of every size, then a
+    MatMul of two activations (nothing packed at prepare)."""
+    m, k, n = 97, 300, 260
+    inits = [numpy_helper.from_array(randn(n, k, scale=k ** -0.5), "w"), numpy_helper.from_array(randn(n), "b")]
+    nodes = [helper.make_node("Gemm", ["a", "w", "b"], ["g"], transB=1, alpha=0.5),
+             helper.make_node("Transpose", ["g"], ["gt"]),
+             helper.make_node("MatMul", ["g", "gt"], ["y"])]
+    feeds = {"a": randn(m, k)}
+    return _model(nodes, inits, feeds, ["g", "y"]), feeds
+
+
+def bert_like():
+    """One encoder layer big enough to split: 2 x 64 tokens, hidden 96, 4 heads, FFN 384."""
+    b, s, h, heads, ffn = 2, 64, 96, 4, 384
+    dh = h // heads
+    inits, nodes, n = [], [], [0]
+
+    def const(v):
+        n[0] += 1
+        inits.append(numpy_helper.from_array(np.asarray(v), f"c{n[0]}"))
+        return f"c{n[0]}"
+
+    def op(t, ins, **attrs):
+        n[0] += 1
+        out = f"{t.lower()}{n[0]}"
+        nodes.append(helper.make_node(t, ins, [out], **attrs))
+        return out
+
+    def dense(x, i, o):
+        return op("Add", [op("MatMul", [x, const(randn(i, o, scale=i ** -0.5))]), const(randn(o, scale=0.1))])
+
+    shape = const(np.array([b, s, heads, dh], np.int64))
+    q = op("Transpose", [op("Reshape", [dense("x", h, h), shape])], perm=[0, 2, 1, 3])
+    kt = op("Transpose", [op("Reshape", [dense("x", h, h), shape])], perm=[0, 2, 3, 1])
+    v = op("Transpose", [op("Reshape", [dense("x", h, h), shape])], perm=[0, 2, 1, 3])
+    scores = op("Div", [op("MatMul", [q, kt]), const(np.float32(np.sqrt(dh)))])
+    probs = op("Softmax", [scores], axis=-1)
+    ctx = op("Reshape", [op("Transpose", [op("MatMul", [probs, v])], perm=[0, 2, 1, 3]),
+                         const(np.array([b, s, h], np.int64))])
+    ln1 = op("LayerNormalization", [op("Add", ["x", dense(ctx, h, h)]), const(randn(h, scale=0.1) + 1),
+                                    const(randn(h, scale=0.1))], axis=-1, epsilon=1e-5)
+    ffn_out = dense(op("Relu", [dense(ln1, h, ffn)]), ffn, h)
+    out = op("LayerNormalization", [op("Add", [ln1, ffn_out]), const(randn(h) + 1), const(randn(h))],
+             axis=-1, epsilon=1e-5)
+    col = op("Softmax", [scores], axis=1)
+    return _model(nodes, inits, {"x": randn(b, s, h)}, [out, col]), {"x": randn(b, s, h)}
+
+
+def _feeds_for(model: onnx.ModelProto) -> dict:
+    rng = np.random.default_rng(7)
+    feeds = {}
+    for i in model.graph.input:
+        dims = [d.dim_value for d in i.type.tensor_type.shape.dim]
+        feeds[i.name] = rng.standard_normal(dims).astype(np.float32)
+    return feeds
+
+
+@pytest.fixture(scope="module")
+def thread_models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("thread-models")
+    onnx.save(models.mobilenet_v2(), str(d / "mobilenet_v2.onnx"))
+    onnx.save(gemm_model()[0], str(d / "gemm.onnx"))
+    onnx.save(bert_like()[0], str(d / "bert_like.onnx"))
+    return d
+
+
+@pytest.fixture(scope="module")
+def threaded(thread_models, tmp_path_factory):
+    out = tmp_path_factory.mktemp("threads-out")
+    build(thread_models, out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def unthreaded(thread_models, tmp_path_factory):
+    out = tmp_path_factory.mktemp("no-threads-out")
+    build(thread_models, out, threads=False)
+    return out
+
+
+# Runs in a fresh interpreter per library (the binding loads one library per process).
+RUNNER = r"""
+import json, os, sys
+import numpy as np
+import minirt
+out, job = sys.argv[1], json.load(open(sys.argv[2]))
+def nthreads():
+    return len(os.listdir("/proc/self/task"))
+report = {}
+for name, threads in job["runs"]:
+    feeds = dict(np.load(job["feeds"][name]))
+    so = minirt.SessionOptions()
+    so.intra_op_num_threads = threads
+    base = nthreads()
+    s = minirt.InferenceSession(os.path.join(job["models"], name + ".mrt"), sess_options=so)
+    for _ in range(2):
+        got = s.run(None, feeds)
+    during = nthreads() - base
+    s.close()
+    report[f"{name}/{threads}"] = {"workers": during, "after_close": nthreads() - base}
+    np.savez(os.path.join(out, f"{name}_{threads}.npz"), *got)
+json.dump(report, open(os.path.join(out, "report.json"), "w"))
+"""
+
+
+def _run_all(out: Path, onnx_dir: Path, names, work: Path) -> dict:
+    """Runs every model at every thread count in a fresh interpreter on OUT's
+    library; outputs land in WORK/<name>_<threads>.npz. Returns the thread counts seen."""
+    abi = toolchain.host_abi()
+    work.mkdir(parents=True, exist_ok=True)
+    feeds = {}
+    for name in names:
+        f = work / f"{name}_feeds.npz"
+        np.savez(f, **_feeds_for(onnx.load(str(onnx_dir / f"{name}.onnx"))))
+        feeds[name] = str(f)
+    job = work / "job.json"
+    job.write_text(json.dumps({"runs": [(n, t) for n in names for t in THREADS], "feeds": feeds,
+                               "models": str(out / "models")}))
+    (work / "runner.py").write_text(RUNNER)
+    env = {**os.environ, "PYTHONPATH": str(out / "linux" / abi / "python")}
+    env.pop("MINIRT_LIBRARY", None)
+    res = subprocess.run([sys.executable, str(work / "runner.py"), str(work), str(job)], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads((work / "report.json").read_text())
+
+
+def _outputs(work: Path, name: str, threads: int) -> list[np.ndarray]:
+    with np.load(work / f"{name}_{threads}.npz") as z:
+        return [z[f"arr_{i}"] for i in range(len(z.files))]
+
+
+NAMES = ("mobilenet_v2", "gemm", "bert_like")
+
+
+@pytest.fixture(scope="module")
+def threaded_runs(threaded, thread_models, tmp_path_factory):
+    work = tmp_path_factory.mktemp("threads-run")
+    return work, _run_all(threaded, thread_models, NAMES, work)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_outputs_match_across_thread_counts_and_onnxruntime(threaded_runs, thread_models, name):
+    import onnxruntime as ort
+    work, _ = threaded_runs
+    feeds = _feeds_for(onnx.load(str(thread_models / f"{name}.onnx")))
+    ref = ort.InferenceSession(str(thread_models / f"{name}.onnx"),
+                               providers=["CPUExecutionProvider"]).run(None, feeds)
+    one = _outputs(work, name, 1)
+    for t in THREADS:
+        got = _outputs(work, name, t)
+        assert len(got) == len(ref)
+        for g, r, o in zip(got, ref, one):
+            np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-4, err_msg=f"{name} at {t} threads")
+            # Each output element is computed the same way whatever the split: same bytes.
+            np.testing.assert_array_equal(g, o, err_msg=f"{name}: {t} threads differ from 1")
+
+
+def test_workers_start_per_session_and_are_joined(threaded_runs):
+    _, report = threaded_runs
+    for name in NAMES:
+        assert report[f"{name}/1"]["workers"] == 0, report  # the default: the caller's thread only
+        for t in THREADS:
+            assert report[f"{name}/{t}"]["after_close"] == 0, report  # joined at destroy
+    # Big enough to split: N - 1 workers, started at the first parallel loop.
+    for t in (2, 4):
+        assert report[f"mobilenet_v2/{t}"]["workers"] == t - 1, report
+
+
+def test_no_threads_build_has_no_pthreads_and_still_runs(unthreaded, thread_models, threaded_runs, tmp_path):
+    from elftools.elf.elffile import ELFFile
+    lib = unthreaded / "linux" / toolchain.host_abi() / "lib" / "libminirt.so"
+    with open(lib, "rb") as f:
+        elf = ELFFile(f)
+        needed = [t.needed for t in elf.get_section_by_name(".dynamic").iter_tags() if t.entry.d_tag == "DT_NEEDED"]
+        syms = {s.name for s in elf.get_section_by_name(".dynsym").iter_symbols()}
+    assert not any("pthread" in n for n in needed), needed
+    assert not any(s.startswith("pthread") for s in syms), sorted(s for s in syms if "pthread" in s)
+    assert "mrt_session_create_with_options" in syms
+    report = _run_all(unthreaded, thread_models, NAMES, tmp_path)
+    for name in NAMES:
+        for t in THREADS:
+            assert report[f"{name}/{t}"]["workers"] == 0, report
+            for g, o in zip(_outputs(tmp_path, name, t), _outputs(threaded_runs[0], name, 1)):
+                np.testing.assert_array_equal(g, o)
+
+
+def test_threaded_linux_library_keeps_the_manylinux2014_policy(threaded):
+    from elftools.elf.elffile import ELFFile
+    lib = threaded / "linux" / toolchain.host_abi() / "lib" / "libminirt.so"
+    with open(lib, "rb") as f:
+        elf = ELFFile(f)
+        needed = {t.needed for t in elf.get_section_by_name(".dynamic").iter_tags() if t.entry.d_tag == "DT_NEEDED"}
+        versions = set()
+        vn = elf.get_section_by_name(".gnu.version_r")
+        for verneed, aux in vn.iter_versions():
+            versions.update(a.name for a in aux)
+    assert needed <= {"libc.so.6", "libpthread.so.0", "libm.so.6"}, needed
+    glibc = [tuple(map(int, v[6:].split("."))) for v in versions if v.startswith("GLIBC_")]
+    assert max(glibc) <= (2, 17), sorted(versions)
+
+
+def test_python_session_options_like_onnxruntime(threaded):
+    code = textwrap.dedent("""
+        import minirt, onnxruntime as ort
+        so = minirt.SessionOptions()
+        assert so.intra_op_num_threads == 0
+        so.intra_op_num_threads = 2
+        for bad, exc in ((-1, ValueError), (65, ValueError), (1.5, TypeError), (True, TypeError)):
+            try:
+                so.intra_op_num_threads = bad
+            except exc:
+                pass
+            else:
+                raise AssertionError(bad)
+        assert so.intra_op_num_threads == 2 and "2" in repr(so)
+        s = minirt.InferenceSession(MODEL, sess_options=so)
+        o = ort.SessionOptions(); o.intra_op_num_threads = 2   # onnxruntime's own options work too
+        s2 = minirt.InferenceSession(MODEL, sess_options=o)
+        s3 = minirt.InferenceSession(MODEL)
+        print("ok")
+    """).replace("MODEL", repr(str(threaded / "models" / "gemm.mrt")))
+    env = {**os.environ, "PYTHONPATH": str(threaded / "linux" / toolchain.host_abi() / "python")}
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-3000:]
+
+
+def test_c_api_rejects_bad_thread_counts(threaded):
+    import ctypes
+    lib = ctypes.CDLL(str(threaded / "linux" / toolchain.host_abi() / "lib" / "libminirt.so"))
+
+    class Opts(ctypes.Structure):
+        _fields_ = [("flags", ctypes.c_uint32), ("threads", ctypes.c_int32), ("reserved", ctypes.c_uint32 * 6)]
+
+    data = (threaded / "models" / "gemm.mrt").read_bytes()
+    f = lib.mrt_session_create_with_options
+    f.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(Opts), ctypes.POINTER(ctypes.c_void_p),
+                  ctypes.c_char_p, ctypes.c_size_t]
+    lib.mrt_session_destroy.argtypes = [ctypes.c_void_p]
+    for threads, want in ((-1, 1), (65, 1), (0, 0), (64, 0)):
+        h, err = ctypes.c_void_p(), ctypes.create_string_buffer(256)
+        st = f(data, len(data), ctypes.byref(Opts(0, threads)), ctypes.byref(h), err, 256)
+        assert st == want, (threads, st, err.value)
+        if st:
+            assert b"intra_op_num_threads" in err.value and not h.value
+        lib.mrt_session_destroy(h)
+    h, err = ctypes.c_void_p(), ctypes.create_string_buffer(256)
+    assert f(data, len(data), None, ctypes.byref(h), err, 256) == 0  # NULL options: the defaults
+    lib.mrt_session_destroy(h)
+
+
+# --------------------------------------------------------------------------- Java
+
+JAVA_CHECK = r"""
+import ai.minibuild.minirt.*;
+import java.nio.*;
+import java.nio.file.*;
+
+public class ThreadsCheck {
+    static void write(String path, float[] v) throws Exception {
+        ByteBuffer b = ByteBuffer.allocate(4 * v.length).order(ByteOrder.nativeOrder());
+        b.asFloatBuffer().put(v);
+        Files.write(Paths.get(path), b.array());
+    }
+
+    public static void main(String[] a) throws Exception {
+        String model = a[0], out = a[2];
+        byte[] in = Files.readAllBytes(Paths.get(a[1]));
+        float[] x = new float[in.length / 4];
+        ByteBuffer.wrap(in).order(ByteOrder.nativeOrder()).asFloatBuffer().get(x);
+        try {
+            new MiniRtSession.Options().setIntraOpNumThreads(-1);
+            System.out.println("no exception");
+        } catch (IllegalArgumentException e) {
+            System.out.println("rejected " + e.getMessage());
+        }
+        for (int t : new int[] {1, 2, 4}) {
+            MiniRtSession.Options o = new MiniRtSession.Options().setIntraOpNumThreads(t);
+            try (MiniRtSession s = MiniRtSession.fromFile(model, o)) {
+                write(out + "file_" + o.getIntraOpNumThreads() + ".bin", s.run(x));
+            }
+            try (MiniRtSession s = MiniRtSession.fromBytes(Files.readAllBytes(Paths.get(model)), o)) {
+                write(out + "bytes_" + t + ".bin", s.run(x));
+            }
+            byte[] m = Files.readAllBytes(Paths.get(model));
+            ByteBuffer direct = ByteBuffer.allocateDirect(m.length);
+            direct.put(m).flip();
+            try (MiniRtSession s = MiniRtSession.fromByteBuffer(direct, o)) {
+                write(out + "direct_" + t + ".bin", s.run(x));
+            }
+        }
+        try {
+            MiniRtSession.fromFile("/nonexistent/model.mrt", new MiniRtSession.Options().setIntraOpNumThreads(2));
+        } catch (MiniRtException e) {
+            System.out.println("error " + e.getMessage());
+        }
+        System.out.println("done");
+    }
+}
+"""
+
+
+def test_java_options_on_host_jvm(tmp_path):
+    from minibuild.platforms import android
+    try:
+        jdk = android.find_jdk()
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"no JDK: {e}")
+    models_dir = tmp_path / "models"
+    models_dir.mkdir()
+    m = models.mobilenet_v2(size=64, classes=10)
+    onnx.save(m, str(models_dir / "mnv2.onnx"))
+    res = pipeline.run_scan(pipeline.Options(models=models_dir, out=tmp_path / "out"))
+    mrt = pipeline.convert_models(res, tmp_path / "out" / "models")
+    plan, tb = build_mod.plan_target(android.VERIFY_TARGETS["host-jni"], res.registry, res.manifest,
+                                     tmp_path / "out" / "build")
+    build_mod.run_scons([plan], tmp_path / "out" / "build")
+    (tmp_path / "classes.jar").write_bytes(android.compile_java(tmp_path / "java"))
+    (tmp_path / "ThreadsCheck.java").write_text(JAVA_CHECK)
+    cp = f"{tmp_path / 'classes.jar'}:{tmp_path}"
+    subprocess.run([jdk.tool("javac"), "-cp", cp, "-d", str(tmp_path), str(tmp_path / "ThreadsCheck.java")],
+                   check=True, capture_output=True)
+    feeds = _feeds_for(m)
+    (x,) = feeds.values()
+    x.tofile(tmp_path / "in.bin")
+    proc = subprocess.run([jdk.tool("java"), "-Xcheck:jni", f"-D{android.JAVA_PACKAGE}.library={tb.library}",
+                           "-cp", cp, "ThreadsCheck", str(mrt["mnv2"]), str(tmp_path / "in.bin"), str(tmp_path / "o_")],
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "WARNING" not in proc.stderr, proc.stderr
+    assert "rejected intraOpNumThreads must be 0..64, got -1" in proc.stdout, proc.stdout
+    assert re.search(r"error .*cannot read '/nonexistent/model.mrt'", proc.stdout), proc.stdout
+    import onnxruntime as ort
+    (ref,) = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    one = np.fromfile(tmp_path / "o_file_1.bin", dtype=np.float32)
+    np.testing.assert_allclose(one.reshape(ref.shape), ref, rtol=1e-4, atol=1e-5)
+    for way in ("file", "bytes", "direct"):
+        for t in THREADS:
+            np.testing.assert_array_equal(np.fromfile(tmp_path / f"o_{way}_{t}.bin", dtype=np.float32), one,
+                                          err_msg=f"{way} at {t} threads")
+
+
+# --------------------------------------------------------------------------- ThreadSanitizer
+
+TSAN_DRIVER = r"""
+/* Runs each model at 1 thread, then at N threads several times, and checks the
+ * outputs are the same bytes. ThreadSanitizer reports any race on the way. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "minirt.h"
+
+static unsigned char *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  *len = (size_t)ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char *buf = malloc(*len);
+  if (fread(buf, 1, *len, f) != *len) { free(buf); buf = NULL; }
+  fclose(f);
+  return buf;
+}
+
+static mrt_session *open_session(const unsigned char *m, size_t len, int threads) {
+  mrt_session_options o = {0};
+  o.intra_op_num_threads = threads;
+  mrt_session *s = NULL;
+  char err[256];
+  if (mrt_session_create_with_options(m, len, &o, &s, err, sizeof err)) { fprintf(stderr, "%s\n", err); exit(2); }
+  for (size_t i = 0; i < mrt_session_input_count(s); i++) {
+    mrt_tensor_info info;
+    mrt_session_input_info(s, i, &info);
+    float *x = mrt_session_input_data(s, i);
+    for (size_t k = 0; k < info.nbytes / 4; k++) x[k] = (float)((k * 2654435761u) % 1000) / 500.0f - 1.0f;
+  }
+  return s;
+}
+
+int main(int argc, char **argv) {
+  int threads = atoi(argv[1]);
+  for (int a = 2; a < argc; a++) {
+    size_t len;
+    unsigned char *m = read_file(argv[a], &len);
+    if (!m) return 3;
+    mrt_session *ref = open_session(m, len, 1), *s = open_session(m, len, threads);
+    if (mrt_session_run(ref)) return 4;
+    for (int r = 0; r < 3; r++) {
+      if (mrt_session_run(s)) return 4;
+      for (size_t i = 0; i < mrt_session_output_count(s); i++) {
+        mrt_tensor_info info;
+        mrt_session_output_info(s, i, &info);
+        if (memcmp(mrt_session_output_data(s, i), mrt_session_output_data(ref, i), info.nbytes)) {
+          fprintf(stderr, "%s: output %zu differs at %d threads\n", argv[a], i, threads);
+          return 5;
+        }
+      }
+    }
+    mrt_session_destroy(s);
+    mrt_session_destroy(ref);
+    free(m);
+    printf("ok %s\n", argv[a]);
+  }
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def tsan_driver(thread_models, threaded, tmp_path_factory):
+    clang = shutil.which("clang")
+    if clang is None:
+        pytest.skip("Debian's clang (apt-get install clang libclang-rt-14-dev) builds the ThreadSanitizer driver")
+    work = tmp_path_factory.mktemp("tsan")
+    res = pipeline.run_scan(pipeline.Options(models=thread_models, out=work / "scan"))
+    codegen.render(res.registry, res.manifest, work / "gen")
+    src = resources.path("kernels_src")
+    units = [(src / r, []) for r in build_mod.RUNTIME_SOURCES]
+    support = set()
+    for u in build_mod.kernel_units(res.registry, res.manifest):
+        support.update(u["requires"])
+        units.append((src / u["source"], [f"-D{d}" for d in u["defines"]]))
+    units += [(src / res.registry.support[s].source, []) for s in sorted(support)]
+    units.append((work / "gen" / "registry.c", []))
+    (work / "driver.c").write_text(TSAN_DRIVER)
+    units.append((work / "driver.c", []))
+    flags = ["-std=c11", "-O1", "-g", "-fsanitize=thread", "-fno-omit-frame-pointer", "-D_GNU_SOURCE",
+             "-I", str(src / "include"), "-I", str(src / "runtime"), "-I", str(src / "kernels"), "-I", str(work / "gen")]
+    objs, procs = [], []
+    for i, (path, defs) in enumerate(units):
+        obj = work / f"u{i}.o"
+        procs.append(subprocess.Popen([clang, *flags, *defs, "-c", str(path), "-o", str(obj)],
+                                      stderr=subprocess.PIPE, text=True))
+        objs.append(str(obj))
+        if len(procs) >= 2:
+            p = procs.pop(0)
+            assert p.wait() == 0, p.stderr.read()
+    for p in procs:
+        assert p.wait() == 0, p.stderr.read()
+    exe = work / "tsan_driver"
+    link = subprocess.run([clang, "-fsanitize=thread", *objs, "-lm", "-lpthread", "-o", str(exe)],
+                          capture_output=True, text=True)
+    assert link.returncode == 0, link.stderr[-3000:]
+    return exe
+
+
+@pytest.mark.parametrize("threads", [2, 4])
+def test_no_data_race_under_thread_sanitizer(tsan_driver, threaded, threads):
+    mrts = [str(threaded / "models" / f"{n}.mrt") for n in NAMES]
+    env = {**os.environ, "TSAN_OPTIONS": "halt_on_error=1:exitcode=66:second_deadlock_stack=1"}
+    res = subprocess.run([str(tsan_driver), str(threads), *mrts], env=env, capture_output=True, text=True,
+                         timeout=900)
+    assert "ThreadSanitizer" not in res.stderr, res.stderr[-6000:]
+    assert res.returncode == 0, res.stdout + res.stderr[-3000:]
+    assert res.stdout.count("ok ") == len(mrts)
