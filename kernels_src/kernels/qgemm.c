@@ -13,6 +13,15 @@
  * with no correction terms. (pmaddubsw would go twice as wide but saturates
  * int16 for uint8 x int8 pairs past 32767, which onnxruntime's AVX2 path
  * tolerates and its reduce_range option works around; exact was chosen.)
+ *
+ * Where the CPU has VNNI (AVX-VNNI, AVX512-VNNI), vpdpbusd multiplies uint8 by
+ * int8 four at a time into int32 with no intermediate rounding, twice the int16
+ * pairs' rate. Those kernels pack bytes, in quads along k: A as uint8 (an int8 A
+ * flipped by 0x80, its zero point + 128), B as int8 (a uint8 B flipped, zero
+ * point - 128), and fold the zero points in afterwards:
+ *   sum (a - za)(b - zb) = sum a b - za * colsum(b) + zb * (K za - rowsum(a))
+ * with za and K za - rowsum(a) stored after each A panel, colsum(b) and zb after
+ * each B panel. int32 wraps in the middle terms cancel: the result is exact.
  */
 #include "qgemm.h"
 
@@ -25,18 +34,20 @@ typedef int16_t mrt_v8h __attribute__((vector_size(16)));
 #if defined(__x86_64__)
 typedef int32_t mrt_v8i __attribute__((vector_size(32)));
 typedef int16_t mrt_v16h __attribute__((vector_size(32)));
-typedef long long mrt_v4q __attribute__((vector_size(32)));
-typedef long long mrt_v2q __attribute__((vector_size(16)));
+typedef int32_t mrt_v16i __attribute__((vector_size(64)));
 #endif
 
-/* One tile: C[r][0..nr) (+)= sum over kq k pairs of A pair r . B pairs. */
-typedef void (*mrt_qgemm_tile_fn)(size_t kq, const int16_t *MRT_RESTRICT a, const int16_t *MRT_RESTRICT b,
+/* One tile: C[r][0..nr) (+)= sum over kq k groups of A panel x B panel. */
+typedef void (*mrt_qgemm_tile_fn)(size_t kq, const void *MRT_RESTRICT a, const void *MRT_RESTRICT b,
                                   int32_t *MRT_RESTRICT c, size_t ldc, int accumulate);
+
+enum { MRT_QGEMM_I16 = 0, MRT_QGEMM_U8S8 = 1 }; /* packed layouts: int16 pairs, byte quads */
 
 struct mrt_qgemm_kernel {
   const char *name;
   uint32_t mr, nr;
-  uint32_t mc; /* rows of A per block: mc x k int16 of packed A stays in L2 */
+  uint32_t mc; /* rows of A per block: mc x k of packed A stays in L2 */
+  uint32_t kind;
   mrt_qgemm_tile_fn tile;
 };
 
@@ -46,7 +57,11 @@ struct mrt_qgemm_kernel {
 #define MRT_MADD_AVX2(acc, x, y) ((acc) + (mrt_v8i)__builtin_ia32_pmaddwd256((mrt_v16h)(x), (mrt_v16h)(y)))
 #define MRT_MADD_VNNI(acc, x, y) \
   ((mrt_v8i)__builtin_ia32_vpdpwssd256((mrt_v8i)(acc), (mrt_v8i)(x), (mrt_v8i)(y)))
+#define MRT_DOT_AVXVNNI(acc, x, y) ((mrt_v8i)__builtin_ia32_vpdpbusd256((mrt_v8i)(acc), (mrt_v8i)(x), (mrt_v8i)(y)))
+#define MRT_DOT_AVX512VNNI(acc, x, y) \
+  ((mrt_v16i)__builtin_ia32_vpdpbusd512((mrt_v16i)(acc), (mrt_v16i)(x), (mrt_v16i)(y)))
 #endif
+#if !defined(__x86_64__)
 /* Portable: even and odd lanes widened and multiplied; clang lowers it to
  * smull/smlal (NEON) or pmaddwd (x86). */
 static inline mrt_v4i mrt_madd_generic(mrt_v4i acc, mrt_v4i x, mrt_v4i y) {
@@ -58,6 +73,7 @@ static inline mrt_v4i mrt_madd_generic(mrt_v4i acc, mrt_v4i x, mrt_v4i y) {
   return acc + xe * ye + xo * yo;
 }
 #define MRT_MADD_GENERIC(acc, x, y) mrt_madd_generic(acc, x, y)
+#endif
 
 /*
  * MR rows x NV vectors of VL int32 lanes. The A pair of row r is one int32
@@ -65,8 +81,9 @@ static inline mrt_v4i mrt_madd_generic(mrt_v4i acc, mrt_v4i x, mrt_v4i y) {
  * C rows need not be aligned, and this avoids aliasing int16* as a vector.
  */
 #define MRT_QGEMM_TILE(NAME, ATTR, VT, VL, MR, NV, MADD)                                          \
-  ATTR static void NAME(size_t kq, const int16_t *MRT_RESTRICT a, const int16_t *MRT_RESTRICT b, \
+  ATTR static void NAME(size_t kq, const void *MRT_RESTRICT av_, const void *MRT_RESTRICT bv_,   \
                         int32_t *MRT_RESTRICT c, size_t ldc, int accumulate) {                   \
+    const int16_t *a = av_, *b = bv_;                                                           \
     VT acc[MR][NV];                                                                             \
     _Pragma("clang loop unroll(full)") for (int r = 0; r < MR; ++r)                             \
       _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v) acc[r][v] = (VT){0};      \
@@ -98,28 +115,77 @@ static inline mrt_v4i mrt_madd_generic(mrt_v4i acc, mrt_v4i x, mrt_v4i y) {
     }                                                                                           \
   }
 
+/* The VNNI byte-quad tile: DOT(acc, a quad broadcast, B quads) is vpdpbusd; the
+ * zero-point terms are applied from the panels' tails (see the top of the file). */
+#define MRT_QGEMM8_TILE(NAME, ATTR, VT, VL, MR, NV, DOT)                                          \
+  ATTR static void NAME(size_t kq, const void *MRT_RESTRICT av_, const void *MRT_RESTRICT bv_,   \
+                        int32_t *MRT_RESTRICT c, size_t ldc, int accumulate) {                   \
+    const uint8_t *a = av_, *b = bv_;                                                           \
+    VT acc[MR][NV];                                                                             \
+    _Pragma("clang loop unroll(full)") for (int r = 0; r < MR; ++r)                             \
+      _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v) acc[r][v] = (VT){0};      \
+    for (size_t q = 0; q < kq; ++q) {                                                           \
+      VT bv[NV];                                                                                \
+      _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v)                           \
+        __builtin_memcpy(&bv[v], b + 4 * v * VL, sizeof(VT));                                   \
+      _Pragma("clang loop unroll(full)") for (int r = 0; r < MR; ++r) {                         \
+        int32_t pr;                                                                             \
+        __builtin_memcpy(&pr, a + 4 * r, 4);                                                    \
+        const VT avq = (VT){0} + pr;                                                            \
+        _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v) acc[r][v] =             \
+            DOT(acc[r][v], avq, bv[v]);                                                         \
+      }                                                                                         \
+      a += 4 * MR;                                                                              \
+      b += 4 * NV * VL;                                                                         \
+    }                                                                                           \
+    VT colsum[NV], zb[NV];                                                                      \
+    _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v) {                           \
+      __builtin_memcpy(&colsum[v], b + 4 * v * VL, sizeof(VT));                                 \
+      __builtin_memcpy(&zb[v], b + 4 * NV * VL + 4 * v * VL, sizeof(VT));                       \
+    }                                                                                           \
+    _Pragma("clang loop unroll(full)") for (int r = 0; r < MR; ++r) {                           \
+      int32_t za, ra;                                                                           \
+      __builtin_memcpy(&za, a + 4 * r, 4);                                                      \
+      __builtin_memcpy(&ra, a + 4 * MR + 4 * r, 4);                                             \
+      _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v) {                         \
+        int32_t *p = c + (size_t)r * ldc + v * VL;                                              \
+        VT x = acc[r][v] - za * colsum[v] + ra * zb[v];                                         \
+        if (accumulate) {                                                                       \
+          VT old;                                                                               \
+          __builtin_memcpy(&old, p, sizeof(VT));                                                \
+          x += old;                                                                             \
+        }                                                                                       \
+        __builtin_memcpy(p, &x, sizeof(VT));                                                    \
+      }                                                                                         \
+    }                                                                                           \
+  }
+
 /* Tile shapes: accumulators + B vectors + one broadcast fit the register file. */
 #if defined(__x86_64__)
 MRT_QGEMM_TILE(mrt_qgemm_6x8__sse, , mrt_v4i, 4, 6, 2, MRT_MADD_SSE)
 MRT_QGEMM_TILE(mrt_qgemm_6x16__avx2, __attribute__((target("avx2"))), mrt_v8i, 8, 6, 2, MRT_MADD_AVX2)
-MRT_QGEMM_TILE(mrt_qgemm_6x16__avxvnni, __attribute__((target("avx2,avxvnni"))), mrt_v8i, 8, 6, 2,
-               MRT_MADD_VNNI)
-static const mrt_qgemm_kernel mrt_qgemm_sse = {"sse", 6, 8, 96, mrt_qgemm_6x8__sse};
-static const mrt_qgemm_kernel mrt_qgemm_avx2 = {"avx2", 6, 16, 96, mrt_qgemm_6x16__avx2};
-static const mrt_qgemm_kernel mrt_qgemm_avxvnni = {"avxvnni", 6, 16, 96, mrt_qgemm_6x16__avxvnni};
+MRT_QGEMM8_TILE(mrt_qgemm_6x16__avxvnni, __attribute__((target("avx2,avxvnni"))), mrt_v8i, 8, 6, 2,
+                MRT_DOT_AVXVNNI)
+MRT_QGEMM8_TILE(mrt_qgemm_8x32__avx512vnni, __attribute__((target("avx512f,avx512bw,avx512vnni"))),
+                mrt_v16i, 16, 8, 2, MRT_DOT_AVX512VNNI)
+static const mrt_qgemm_kernel mrt_qgemm_sse = {"sse", 6, 8, 96, MRT_QGEMM_I16, mrt_qgemm_6x8__sse};
+static const mrt_qgemm_kernel mrt_qgemm_avx2 = {"avx2", 6, 16, 96, MRT_QGEMM_I16, mrt_qgemm_6x16__avx2};
+static const mrt_qgemm_kernel mrt_qgemm_avxvnni = {"avxvnni", 6, 16, 96, MRT_QGEMM_U8S8, mrt_qgemm_6x16__avxvnni};
+static const mrt_qgemm_kernel mrt_qgemm_avx512vnni = {"avx512vnni", 8, 32, 96, MRT_QGEMM_U8S8,
+                                                      mrt_qgemm_8x32__avx512vnni};
 #elif defined(__aarch64__)
 MRT_QGEMM_TILE(mrt_qgemm_8x8__neon, , mrt_v4i, 4, 8, 2, MRT_MADD_GENERIC)
-static const mrt_qgemm_kernel mrt_qgemm_default = {"neon", 8, 8, 96, mrt_qgemm_8x8__neon};
+static const mrt_qgemm_kernel mrt_qgemm_default = {"neon", 8, 8, 96, MRT_QGEMM_I16, mrt_qgemm_8x8__neon};
 #elif defined(__ARM_NEON)
 MRT_QGEMM_TILE(mrt_qgemm_4x8__neon, , mrt_v4i, 4, 4, 2, MRT_MADD_GENERIC)
-static const mrt_qgemm_kernel mrt_qgemm_default = {"neon", 4, 8, 64, mrt_qgemm_4x8__neon};
+static const mrt_qgemm_kernel mrt_qgemm_default = {"neon", 4, 8, 64, MRT_QGEMM_I16, mrt_qgemm_4x8__neon};
 #else
 MRT_QGEMM_TILE(mrt_qgemm_4x4, , mrt_v4i, 4, 4, 1, MRT_MADD_GENERIC)
-static const mrt_qgemm_kernel mrt_qgemm_default = {"generic", 4, 4, 64, mrt_qgemm_4x4};
+static const mrt_qgemm_kernel mrt_qgemm_default = {"generic", 4, 4, 64, MRT_QGEMM_I16, mrt_qgemm_4x4};
 #endif
 
 #if defined(__x86_64__)
-enum { MRT_QISA_SSE = 0, MRT_QISA_AVX2 = 1, MRT_QISA_AVXVNNI = 2 };
+enum { MRT_QISA_SSE = 0, MRT_QISA_AVX2 = 1, MRT_QISA_AVXVNNI = 2, MRT_QISA_AVX512VNNI = 3 };
 
 /* cpuid rather than __builtin_cpu_supports (needs runtime state Android builds
  * lack); AVX2 needs OS-saved ymm state (XCR0 bits 1-2). */
@@ -135,6 +201,8 @@ static int mrt_qgemm_cpu_isa(void) {
   if (__get_cpuid_max(0, 0) < 7) return MRT_QISA_SSE;
   __cpuid_count(7, 0, a, b, c, d);
   if (!(b & bit_AVX2)) return MRT_QISA_SSE;
+  /* AVX-512 F + BW + VNNI (CPUID.(7,0):EBX[16], EBX[30], ECX[11]) with opmask and zmm state saved */
+  if ((b & (1u << 16)) && (b & (1u << 30)) && (c & (1u << 11)) && (xlo & 0xe6u) == 0xe6u) return MRT_QISA_AVX512VNNI;
   __cpuid_count(7, 1, a, b, c, d);
   return (a & (1u << 4)) ? MRT_QISA_AVXVNNI : MRT_QISA_AVX2; /* CPUID.(7,1):EAX[4] AVX-VNNI */
 }
@@ -147,7 +215,13 @@ const mrt_qgemm_kernel *mrt_qgemm_kernel_select(void) {
   const char *cap = getenv("MINIRT_MAX_CPU_ISA");
   if (cap && strcmp(cap, "sse") == 0) isa = MRT_QISA_SSE;
   if (cap && strcmp(cap, "avx2") == 0 && isa > MRT_QISA_AVX2) isa = MRT_QISA_AVX2;
-  return isa == MRT_QISA_AVXVNNI ? &mrt_qgemm_avxvnni : isa == MRT_QISA_AVX2 ? &mrt_qgemm_avx2 : &mrt_qgemm_sse;
+  if (cap && strcmp(cap, "avxvnni") == 0 && isa > MRT_QISA_AVXVNNI) isa = MRT_QISA_AVXVNNI;
+  switch (isa) {
+  case MRT_QISA_AVX512VNNI: return &mrt_qgemm_avx512vnni;
+  case MRT_QISA_AVXVNNI: return &mrt_qgemm_avxvnni;
+  case MRT_QISA_AVX2: return &mrt_qgemm_avx2;
+  default: return &mrt_qgemm_sse;
+  }
 #else
   return &mrt_qgemm_default;
 #endif
@@ -157,11 +231,19 @@ const char *mrt_qgemm_kernel_name(const mrt_qgemm_kernel *kern) { return kern->n
 
 static size_t mrt_qround(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
+/* k groups of a panel, and a panel's bytes (byte quads carry two int32 per row / column after them) */
+static size_t mrt_qgemm_kq(const mrt_qgemm_kernel *kern, size_t k) {
+  return kern->kind == MRT_QGEMM_U8S8 ? (k + 3) / 4 : (k + 1) / 2;
+}
+static size_t mrt_qgemm_panel_bytes(const mrt_qgemm_kernel *kern, size_t w, size_t k) {
+  return mrt_qgemm_kq(kern, k) * w * 4 + (kern->kind == MRT_QGEMM_U8S8 ? w * 8 : 0);
+}
+
 size_t mrt_qgemm_packed_a_size(const mrt_qgemm_kernel *kern, size_t m, size_t k) {
-  return mrt_qround(m, kern->mr) * mrt_qround(k, 2) * sizeof(int16_t);
+  return (m + kern->mr - 1) / kern->mr * mrt_qgemm_panel_bytes(kern, kern->mr, k);
 }
 size_t mrt_qgemm_packed_b_size(const mrt_qgemm_kernel *kern, size_t k, size_t n) {
-  return mrt_qround(n, kern->nr) * mrt_qround(k, 2) * sizeof(int16_t);
+  return (n + kern->nr - 1) / kern->nr * mrt_qgemm_panel_bytes(kern, kern->nr, k);
 }
 
 /*
@@ -169,8 +251,8 @@ size_t mrt_qgemm_packed_b_size(const mrt_qgemm_kernel *kern, size_t k, size_t n)
  * data[x*xs + k*ks] into panels of w, zero points subtracted; rows past nx and
  * the odd k past nk are 0, so full tiles over them add nothing.
  */
-static void mrt_qgemm_pack(size_t nx, size_t nk, size_t w, const mrt_qgemm_src *src, size_t xs, size_t ks,
-                           int16_t *MRT_RESTRICT dst) {
+static void mrt_qgemm_pack16(size_t nx, size_t nk, size_t w, const mrt_qgemm_src *src, size_t xs, size_t ks,
+                             int16_t *MRT_RESTRICT dst) {
   const size_t kq = (nk + 1) / 2;
   const uint8_t *u = src->data;
   const int8_t *s = src->data;
@@ -197,14 +279,61 @@ static void mrt_qgemm_pack(size_t nx, size_t nk, size_t w, const mrt_qgemm_src *
   }
 }
 
+/*
+ * The byte-quad layout: A (as_a) as uint8, B as int8, flipping by 0x80 the
+ * operand of the other signedness; after each panel's quads, two int32 per row /
+ * column: A's zero point and K za - rowsum, or B's column sum and zero point.
+ */
+static void mrt_qgemm_pack8(size_t nx, size_t nk, size_t w, const mrt_qgemm_src *src, size_t xs, size_t ks,
+                            int as_a, uint8_t *MRT_RESTRICT dst) {
+  const size_t kq = (nk + 3) / 4, pbytes = kq * w * 4 + w * 8;
+  const uint8_t *u = src->data;
+  const int flip = as_a ? src->is_signed : !src->is_signed;
+  const int32_t zshift = !flip ? 0 : as_a ? 128 : -128;
+  for (size_t x0 = 0, p = 0; x0 < nx; x0 += w, ++p) {
+    uint8_t *panel = dst + p * pbytes;
+    int32_t t0[64], t1[64];
+    MRT_ASSERT(w <= 64);
+    for (size_t r = 0; r < w; ++r) {
+      const size_t x = x0 + r;
+      uint8_t *o = panel + 4 * r;
+      if (x >= nx) {
+        for (size_t q = 0; q < kq; ++q) memset(o + q * 4 * w, 0, 4);
+        t0[r] = t1[r] = 0;
+        continue;
+      }
+      const int32_t z = (src->zero ? src->zero[src->zero_count == 1 ? 0 : x] : 0) + zshift;
+      const size_t base = x * xs;
+      int32_t sum = 0;
+      for (size_t kk = 0; kk < nk; ++kk) {
+        const uint8_t v = (uint8_t)(u[base + kk * ks] ^ (flip ? 0x80 : 0));
+        o[(kk >> 2) * 4 * w + (kk & 3)] = v;
+        sum += as_a ? (int32_t)v : (int32_t)(int8_t)v;
+      }
+      for (size_t kk = nk; kk < kq * 4; ++kk) o[(kk >> 2) * 4 * w + (kk & 3)] = 0;
+      /* (uint32_t): K * za - rowsum may wrap; the wraps cancel in the tile */
+      t0[r] = as_a ? z : sum;
+      t1[r] = as_a ? (int32_t)((uint32_t)nk * (uint32_t)z - (uint32_t)sum) : z;
+    }
+    memcpy(panel + kq * 4 * w, t0, w * 4);
+    memcpy(panel + kq * 4 * w + w * 4, t1, w * 4);
+  }
+}
+
 void mrt_qgemm_pack_a(const mrt_qgemm_kernel *kern, size_t m, size_t k, const mrt_qgemm_src *src,
                       void *MRT_RESTRICT dst) {
-  mrt_qgemm_pack(m, k, kern->mr, src, src->rs, src->cs, dst);
+  if (kern->kind == MRT_QGEMM_U8S8)
+    mrt_qgemm_pack8(m, k, kern->mr, src, src->rs, src->cs, 1, dst);
+  else
+    mrt_qgemm_pack16(m, k, kern->mr, src, src->rs, src->cs, dst);
 }
 
 void mrt_qgemm_pack_b(const mrt_qgemm_kernel *kern, size_t k, size_t n, const mrt_qgemm_src *src,
                       void *MRT_RESTRICT dst) {
-  mrt_qgemm_pack(n, k, kern->nr, src, src->cs, src->rs, dst);
+  if (kern->kind == MRT_QGEMM_U8S8)
+    mrt_qgemm_pack8(n, k, kern->nr, src, src->cs, src->rs, 0, dst);
+  else
+    mrt_qgemm_pack16(n, k, kern->nr, src, src->cs, src->rs, dst);
 }
 
 size_t mrt_qgemm_scratch_size(const mrt_qgemm_kernel *kern, size_t m, size_t n, size_t k, int a_packed,
@@ -218,28 +347,29 @@ size_t mrt_qgemm_scratch_size(const mrt_qgemm_kernel *kern, size_t m, size_t n, 
 void mrt_qgemm(const mrt_qgemm_kernel *kern, size_t m, size_t n, size_t k, const mrt_qgemm_src *a,
                const mrt_qgemm_src *b, int accumulate, int32_t *MRT_RESTRICT c, size_t ldc, void *scratch) {
   if (m == 0 || n == 0) return;
-  const size_t mr = kern->mr, nr = kern->nr, kq = (k + 1) / 2;
-  const int16_t *pa = a->packed, *pb = b->packed;
+  const size_t mr = kern->mr, nr = kern->nr, kq = mrt_qgemm_kq(kern, k);
+  const size_t pa_bytes = mrt_qgemm_panel_bytes(kern, mr, k), pb_bytes = mrt_qgemm_panel_bytes(kern, nr, k);
+  const char *pa = a->packed, *pb = b->packed;
   char *s = scratch;
   if (!pa) {
     mrt_qgemm_pack_a(kern, m, k, a, s);
-    pa = (const int16_t *)s;
+    pa = s;
     s += mrt_qround(mrt_qgemm_packed_a_size(kern, m, k), 64);
   }
   if (!pb) {
     mrt_qgemm_pack_b(kern, k, n, b, s);
-    pb = (const int16_t *)s;
+    pb = s;
   }
-  int32_t edge[16 * 16];
-  MRT_ASSERT(mr * nr <= 16 * 16);
+  int32_t edge[8 * 32];
+  MRT_ASSERT(mr * nr <= 8 * 32);
   /* A block (mc rows) in L2, then each B panel (nr x k) in L1 over it. */
   for (size_t i0 = 0; i0 < m; i0 += kern->mc) {
     const size_t i1 = i0 + kern->mc < m ? i0 + kern->mc : m;
     for (size_t j = 0; j < n; j += nr) {
-      const int16_t *bp = pb + j * kq * 2;
+      const char *bp = pb + j / nr * pb_bytes;
       const size_t nw = n - j < nr ? n - j : nr;
       for (size_t i = i0; i < i1; i += mr) {
-        const int16_t *ap = pa + i * kq * 2;
+        const char *ap = pa + i / mr * pa_bytes;
         const size_t mw = m - i < mr ? m - i : mr;
         int32_t *cp = c + i * ldc + j;
         if (mw == mr && nw == nr) {
