@@ -382,6 +382,9 @@ void mrt_sgemm_mt(mrt_pool *pool, const mrt_sgemm_kernel *kern, size_t m, size_t
   int split_n = a->packed ? 1 : b->packed ? 0 : nu >= mu;
   if ((split_n ? nu : mu) < tasks && (split_n ? mu : nu) > (split_n ? nu : mu)) split_n = !split_n;
   const size_t units = split_n ? nu : mu;
+  /* A split along N with A packed at run time packs all of A in every task
+   * (along M with B, all of B): one task a thread then. */
+  if (split_n ? !a->packed : !b->packed) tasks = mrt_min(tasks, mrt_pool_threads(pool));
   if (tasks > units) tasks = units;
   if (tasks <= 1) {
     mrt_sgemm_range(kern, m, n, k, a, b, accumulate, ep, c, ldc, scratch, 0, m, 0, n);

@@ -161,7 +161,8 @@ typedef void (*mrt_task_fn)(void *arg, size_t task, size_t thread);
 void mrt_parallel_for(mrt_pool *pool, size_t n_tasks, mrt_task_fn fn, void *arg);
 size_t mrt_pool_threads(const mrt_pool *pool); /* 1 for NULL */
 /* How many tasks to cut `work` units into so that each gets at least
- * `min_work` (small ops stay on the caller's thread: 1): at most the threads. */
+ * `min_work` (small ops stay on the caller's thread: 1); at most a few per
+ * thread (so a descheduled worker's share goes to the others). */
 size_t mrt_pool_tasks(const mrt_pool *pool, size_t work, size_t min_work);
 
 /* The build's config.h (generated; absent when a test compiles kernels alone). */

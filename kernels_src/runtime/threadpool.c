@@ -170,11 +170,16 @@ void mrt_parallel_for(struct mrt_pool *p, size_t n_tasks, mrt_task_fn fn, void *
   }
 }
 
+/* Up to MRT_POOL_TASKS_PER_THREAD tasks a thread: on a loaded machine a worker
+ * the OS parks for a while leaves its share to the threads that run, instead
+ * of the whole loop waiting for it. */
+#define MRT_POOL_TASKS_PER_THREAD 4
+
 size_t mrt_pool_tasks(const struct mrt_pool *p, size_t work, size_t min_work) {
   const size_t threads = mrt_pool_threads(p);
   if (threads <= 1 || work < 2 * min_work) return 1;
-  size_t tasks = work / min_work;
-  return tasks < threads ? tasks : threads;
+  const size_t tasks = work / min_work, most = threads * MRT_POOL_TASKS_PER_THREAD;
+  return tasks < most ? tasks : most;
 }
 
 #endif /* MRT_ENABLE_THREADS; without, mrt_kernel.h makes every loop serial */
