@@ -304,11 +304,34 @@ static void mrt_qgemm_pack8(size_t nx, size_t nk, size_t w, const mrt_qgemm_src 
       }
       const int32_t z = (src->zero ? src->zero[src->zero_count == 1 ? 0 : x] : 0) + zshift;
       const size_t base = x * xs;
+      const uint8_t fx = flip ? 0x80 : 0;
       int32_t sum = 0;
-      for (size_t kk = 0; kk < nk; ++kk) {
-        const uint8_t v = (uint8_t)(u[base + kk * ks] ^ (flip ? 0x80 : 0));
-        o[(kk >> 2) * 4 * w + (kk & 3)] = v;
-        sum += as_a ? (int32_t)v : (int32_t)(int8_t)v;
+      if (ks == 1) { /* contiguous along k (A row-major, B transposed): whole quads */
+        const uint8_t *row = u + base;
+        size_t kk = 0;
+        for (; kk + 4 <= nk; kk += 4) {
+          uint8_t quad[4];
+          for (int t = 0; t < 4; ++t) quad[t] = (uint8_t)(row[kk + t] ^ fx);
+          memcpy(o + (kk >> 2) * 4 * w, quad, 4);
+        }
+        for (; kk < nk; ++kk) o[(kk >> 2) * 4 * w + (kk & 3)] = (uint8_t)(row[kk] ^ fx);
+        /* the stored values' sum: flipping adds 128 per element (to uint8) or takes it (to int8) */
+        if (!src->is_signed) {
+          uint32_t us = 0;
+          for (size_t q = 0; q < nk; ++q) us += row[q];
+          sum = (int32_t)us;
+        } else {
+          int32_t ss = 0;
+          for (size_t q = 0; q < nk; ++q) ss += (int8_t)row[q];
+          sum = ss;
+        }
+        if (flip) sum += as_a ? 128 * (int32_t)nk : -128 * (int32_t)nk;
+      } else {
+        for (size_t kk = 0; kk < nk; ++kk) {
+          const uint8_t v = (uint8_t)(u[base + kk * ks] ^ fx);
+          o[(kk >> 2) * 4 * w + (kk & 3)] = v;
+          sum += as_a ? (int32_t)v : (int32_t)(int8_t)v;
+        }
       }
       for (size_t kk = nk; kk < kq * 4; ++kk) o[(kk >> 2) * 4 * w + (kk & 3)] = 0;
       /* (uint32_t): K * za - rowsum may wrap; the wraps cancel in the tile */

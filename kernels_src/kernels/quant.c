@@ -46,9 +46,9 @@ static mrt_status mrt_quant_view(mrt_node *node, mrt_ctx *ctx, const mrt_tensor 
   if (zp && zp->count != scale->count)
     return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "zero point has %zu values, scale %zu", zp->count,
                          scale->count);
-  p->outer = x->count;
+  p->outer = 1;
   p->channels = 1;
-  p->inner = 1;
+  p->inner = x->count;
   if (scale->ndim == 1 && scale->count > 1) {
     const int64_t axis = mrt_norm_axis(mrt_attr_int(node, "axis", 1), x->ndim);
     if (axis < 0) return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "axis out of range");
