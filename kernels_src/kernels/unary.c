@@ -2,8 +2,10 @@
  * Elementwise unary float32 ops: Relu, Clip, Sigmoid, Tanh, LeakyRelu,
  * HardSigmoid, HardSwish, Exp, Sqrt, Neg, Abs, Erf, Gelu. Each op is a flat inner loop
  * `mrt_<op>_f32(n, x, y[, a, b])` plus a thin wrapper; the op of the object is
- * picked by MRT_OP_<op>. Loops are written as selects so they vectorise; Erf and
- * Gelu use the vector polynomials of vmath.h instead of libm per element.
+ * picked by MRT_OP_<op>. Loops are written as selects so they vectorise; the
+ * transcendental ones (Sigmoid, Tanh, Exp, Erf, Gelu) and HardSwish are vmath.h
+ * array functions, vector polynomials instead of libm per element, in the copy
+ * prepare picks for the CPU (AVX2 + FMA on x86_64 where present).
  */
 #include "kcommon.h"
 
@@ -80,24 +82,6 @@ RUN1(relu)
 PREPARE0(relu)
 #endif
 
-#if defined(MRT_OP_Sigmoid)
-/* expf(-v) overflows to inf for very negative v, giving exactly 0: no clamp needed. */
-LOOP(sigmoid, 1.0f / (1.0f + expf(-v)))
-RUN1(sigmoid)
-PREPARE0(sigmoid)
-#endif
-
-#if defined(MRT_OP_Tanh)
-LOOP(tanh, tanhf(v))
-RUN1(tanh)
-PREPARE0(tanh)
-#endif
-
-#if defined(MRT_OP_Exp)
-LOOP(exp, expf(v))
-RUN1(exp)
-PREPARE0(exp)
-#endif
 
 #if defined(MRT_OP_Sqrt)
 LOOP(sqrt, sqrtf(v))
@@ -117,7 +101,8 @@ RUN1(abs)
 PREPARE0(abs)
 #endif
 
-#if defined(MRT_OP_Erf) || defined(MRT_OP_Gelu)
+#if defined(MRT_OP_Sigmoid) || defined(MRT_OP_Tanh) || defined(MRT_OP_Exp) || defined(MRT_OP_Erf) || \
+    defined(MRT_OP_Gelu) || defined(MRT_OP_HardSwish)
 #include "vmath.h"
 
 typedef struct vmap_params {
@@ -139,6 +124,33 @@ static void vmap_run(const mrt_node *node) {
   const vmap_params *p = node->params;
   p->fn(node->outputs[0]->count, node->inputs[0]->data, node->outputs[0]->data);
 }
+#endif
+
+/* The ops that are one vmath.h array function: prepare picks the copy for this CPU. */
+#define VMAP_OP(name)                                                                     \
+  MRT_PREPARE_CODE                                                                        \
+  mrt_status mrt_##name##_prepare_f32(mrt_node *node, mrt_ctx *ctx) {                    \
+    return vmap_prepare(node, ctx, MRT_VSELECT(mrt_vmap_##name));                         \
+  }                                                                                       \
+  void mrt_##name##_run_f32(const mrt_node *node, void *scratch) {                       \
+    MRT_UNUSED(scratch);                                                                  \
+    vmap_run(node);                                                                       \
+  }
+
+#if defined(MRT_OP_Sigmoid)
+VMAP_OP(sigmoid)
+#endif
+
+#if defined(MRT_OP_Tanh)
+VMAP_OP(tanh)
+#endif
+
+#if defined(MRT_OP_Exp)
+VMAP_OP(exp)
+#endif
+
+#if defined(MRT_OP_HardSwish)
+VMAP_OP(hardswish)
 #endif
 
 #if defined(MRT_OP_Erf)
@@ -181,17 +193,6 @@ PREPARE(leakyrelu, "alpha", 0.01f, "", 0.0f)
 LOOP2(hardsigmoid, HS_CLAMP01(a * v + b))
 RUN2(hardsigmoid)
 PREPARE(hardsigmoid, "alpha", 0.2f, "beta", 0.5f)
-#endif
-
-#if defined(MRT_OP_HardSwish)
-/* x * HardSigmoid(x) with ONNX's fixed alpha = 1/6, beta = 0.5. */
-static inline float hswish(float v) {
-  const float t = v * (1.0f / 6.0f) + 0.5f;
-  return v * (t < 0.0f ? 0.0f : t > 1.0f ? 1.0f : t);
-}
-LOOP(hardswish, hswish(v))
-RUN1(hardswish)
-PREPARE0(hardswish)
 #endif
 
 #if defined(MRT_OP_Clip)
