@@ -23,6 +23,19 @@ typedef float mrt_qv8f __attribute__((vector_size(32)));
 typedef int32_t mrt_qv8i __attribute__((vector_size(32)));
 #define MRT_QROUND_MAGIC 12582912.0f /* 1.5 * 2^23 */
 
+/* a > b ? a : b lane by lane, NaN a giving b: x86's maxps (minps below), as MLAS
+ * clamps, in one instruction; fmax semantics (MRT_VMAX) cost a NaN fix-up per lane. */
+static inline mrt_qv8f mrt_qmax(mrt_qv8f a, mrt_qv8f b) {
+  const mrt_qv8i m = a > b;
+  return (mrt_qv8f)((m & (mrt_qv8i)a) | (~m & (mrt_qv8i)b));
+}
+static inline mrt_qv8f mrt_qmin(mrt_qv8f a, mrt_qv8f b) {
+  const mrt_qv8i m = a < b;
+  return (mrt_qv8f)((m & (mrt_qv8i)a) | (~m & (mrt_qv8i)b));
+}
+static inline float mrt_qmaxf(float a, float b) { return a > b ? a : b; }
+static inline float mrt_qminf(float a, float b) { return a < b ? a : b; }
+
 #if defined(MRT_KERNEL_SUFFIX) && (defined(MRT_OP_QuantizeLinear) || defined(MRT_OP_DequantizeLinear))
 
 
@@ -94,14 +107,13 @@ static void mrt_quantize_run(size_t n, const float *MRT_RESTRICT x, float scale,
   for (; i + 8 <= n; i += 8) {
     mrt_qv8f v;
     __builtin_memcpy(&v, x + i, sizeof v);
-    v = MRT_VMIN(MRT_VMAX(v / vs, vlo), vhi);
+    v = mrt_qmin(mrt_qmax(v / vs, vlo), vhi);
     v = (v + magic) - magic;
     const mrt_qv8q q = __builtin_convertvector(__builtin_convertvector(v, mrt_qv8i) + zp, mrt_qv8q);
     __builtin_memcpy(y + i, &q, sizeof q);
   }
   for (; i < n; ++i) {
-    float v = x[i] / scale;
-    v = MRT_VMIN(MRT_VMAX(v, lo), hi);
+    const float v = mrt_qminf(mrt_qmaxf(x[i] / scale, lo), hi);
     y[i] = (mrt_q_t)((int32_t)mrt_q_round(v) + zp);
   }
 }
@@ -217,21 +229,21 @@ void MRT_KERNEL(mrt_dynamicquantizelinear_run)(const mrt_node *node, void *scrat
   for (; i + 8 <= n; i += 8) {
     mrt_qv8f v;
     __builtin_memcpy(&v, x + i, sizeof v);
-    vmin = MRT_VMIN(vmin, v);
-    vmax = MRT_VMAX(vmax, v);
+    vmin = mrt_qmin(v, vmin);
+    vmax = mrt_qmax(v, vmax);
   }
   float lo = 0.0f, hi = 0.0f;
   for (int l = 0; l < 8; ++l) {
-    lo = MRT_VMIN(lo, vmin[l]);
-    hi = MRT_VMAX(hi, vmax[l]);
+    lo = mrt_qminf(vmin[l], lo);
+    hi = mrt_qmaxf(vmax[l], hi);
   }
   for (; i < n; ++i) {
-    lo = MRT_VMIN(lo, x[i]);
-    hi = MRT_VMAX(hi, x[i]);
+    lo = mrt_qminf(x[i], lo);
+    hi = mrt_qmaxf(x[i], hi);
   }
   const float scale = hi == lo ? 1.0f : (hi - lo) / (float)(MRT_QMAX - MRT_QMIN);
   float z0 = (float)MRT_QMIN - lo / scale;
-  z0 = MRT_VMIN(MRT_VMAX(z0, (float)MRT_QMIN), (float)MRT_QMAX);
+  z0 = mrt_qminf(mrt_qmaxf(z0, (float)MRT_QMIN), (float)MRT_QMAX);
   const int32_t zp = (int32_t)mrt_q_round(z0);
   *(float *)node->outputs[1]->data = scale;
   *(mrt_q_t *)node->outputs[2]->data = (mrt_q_t)zp;
