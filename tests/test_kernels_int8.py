@@ -228,9 +228,11 @@ def test_matmulinteger_1d_operands():
 
 # --- dynamically quantised BERT-small, end to end ----------------------------------------
 
-def test_dynamic_quantized_bert_small_end_to_end(tmp_path_factory, artifacts_dir):
+@pytest.mark.parametrize("weights,per_channel", [("QInt8", False), ("QInt8", True), ("QUInt8", True)])
+def test_dynamic_quantized_bert_small_end_to_end(tmp_path_factory, artifacts_dir, weights, per_channel):
     """tests/exporters.py's BERT-small (random weights), quantised by
-    onnxruntime.quantization.quantize_dynamic (int8 weights, uint8 activations:
+    onnxruntime.quantization.quantize_dynamic (int8 or uint8 weights, per tensor or per
+    output channel, uint8 activations:
     DynamicQuantizeLinear + MatMulInteger + Cast + Mul), built by minibuild for the
     host and run against onnxruntime on the same inputs. The integer work is exact,
     so only float rounding elsewhere differs: within 1e-4 of each output's range."""
@@ -249,7 +251,8 @@ def test_dynamic_quantized_bert_small_end_to_end(tmp_path_factory, artifacts_dir
     work = tmp_path_factory.mktemp("bert_dyn")
     (work / "models").mkdir()
     qpath = work / "models" / "bert_small_dyn.onnx"
-    quantize_dynamic(str(src / "bert_small.onnx"), str(qpath), weight_type=QuantType.QInt8)
+    quantize_dynamic(str(src / "bert_small.onnx"), str(qpath), weight_type=getattr(QuantType, weights),
+                     per_channel=per_channel)
     ops = {n.op_type for n in onnx.load(qpath).graph.node}
     assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops
     build = run_build(Options(models=work / "models", out=work / "out", platforms=["linux"],
@@ -266,7 +269,8 @@ def test_dynamic_quantized_bert_small_end_to_end(tmp_path_factory, artifacts_dir
     results = ex.compare_outputs(names, got, ref)
     lines = [f"{r.name} {r.shape}: max abs err {r.max_abs_err:.3g}, range {r.range:.3g}, rel {r.rel:.3g}"
              for r in results]
-    (artifacts_dir / "bert_small_dynamic_int8.txt").write_text("\n".join(lines) + "\n")
+    tag = f"{weights}{'_per_channel' if per_channel else ''}"
+    (artifacts_dir / f"bert_small_dynamic_{tag}.txt").write_text("\n".join(lines) + "\n")
     assert all(r.ok for r in results), lines
 
 
