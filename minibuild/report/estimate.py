@@ -30,7 +30,14 @@ def estimate(manifest, registry, target_name: str, table: dict) -> dict:
         known = ", ".join(sorted(table.get("targets", {}))) or "none"
         return {"target": target_name, "error": f"no measurements for {target_name} (measured: {known}); "
                 "run `minibuild size calibrate --platform ...`"}
-    kernels = manifest.kernels()
+    # One entry per kernel object, labelled as the build labels it: a signature's own
+    # object, or the one that serves every type of a size ("uint64") or any type ("any").
+    kernels = []
+    for d, op, sig in manifest.kernels():
+        e = registry.get(d, op)
+        label = e.kernels[sig].suffix.replace("_", ",") if e and sig in e.kernels else sig
+        if (d, op, label) not in kernels:
+            kernels.append((d, op, label))
     parts = {"runtime": t["runtime"], "kernels": 0, "support": 0}
     per_kernel, unknown = {}, []
     support = set()
