@@ -62,6 +62,27 @@ def micro_model() -> onnx.ModelProto:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
 
 
+def export(name: str, path: Path, seed: int = 0) -> None:
+    """torchvision's `name` with seeded random weights, as torch.onnx.export writes it."""
+    import torch
+    import exporters
+    tv = exporters.import_torchvision()
+    torch.manual_seed(seed)
+    m = getattr(tv.models, name)(weights=None)
+    # BatchNorm statistics from one training-mode pass (momentum 1: this batch's stats).
+    for mod in m.modules():
+        if isinstance(mod, torch.nn.modules.batchnorm._BatchNorm):
+            mod.momentum = 1.0
+    m.train()
+    with torch.no_grad():
+        m(torch.randn(4, *SHAPE[1:]))
+    m.eval()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(m, (torch.randn(*SHAPE),), str(path), dynamo=False, opset_version=17,
+                          input_names=["image"], output_names=["logits"])
+
+
 _RSS_MINIRT = """
 import sys, numpy as np
 def hwm():
