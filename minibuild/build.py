@@ -89,7 +89,7 @@ def _object_list(target: Target, registry: Registry, manifest: Manifest, gen: Pa
 
 
 def plan_target(target: Target, registry: Registry, manifest: Manifest, build_root: Path,
-                messages: bool = True, gen: Path | None = None) -> tuple[dict, TargetBuild]:
+                messages: bool = True, gen: Path | None = None, threads: bool = True) -> tuple[dict, TargetBuild]:
     """The SCons plan of one target. `gen` is the folder codegen.render wrote the
     kernel table and config.h into (shared by every target of a build, since they
     depend only on the manifest); a caller that plans one target alone may leave it
@@ -97,7 +97,7 @@ def plan_target(target: Target, registry: Registry, manifest: Manifest, build_ro
     tdir = build_root / target.name
     if gen is None:
         gen = build_root / "gen"
-        codegen.render(registry, manifest, gen, messages=messages)
+        codegen.render(registry, manifest, gen, messages=messages, threads=threads)
     src = resources.path("kernels_src")
     # No absolute path may reach an artifact (DWARF of the .debug twin included):
     # sources, the target dir and the compiler's working directory are mapped.

@@ -109,8 +109,11 @@ def android_build(tmp_path_factory):
     models = root / "models"
     models.mkdir()
     onnx.save(mobilenet_like(), models / "mnv2.onnx")
+    # Without the thread pool (--no-threads): the size bar below compares with release
+    # 0.1.0, which had none; the pool's bytes (~3.5 KB an ABI) are reported apart
+    # (README, Threads). The threaded build's Java and JNI run in test_threads.py.
     opts = pipeline.Options(models=models, out=root / "out", platforms=["android"], android_name=NAME,
-                            android_package=PACKAGE, package_version=VERSION)
+                            android_package=PACKAGE, package_version=VERSION, threads=False)
     result = pipeline.run_build(opts)
     return root / "out", result
 
@@ -487,8 +490,9 @@ def test_kernels_a_model_set_does_not_use_cost_nothing(android_build, abi, tmp_p
     res = pipeline.run_scan(opts, registry=small)
     assert res.manifest.hash == result.scan.manifest.hash
     target = android.TARGETS[abi]
-    plan, tb = build.plan_target(target, small, res.manifest, tmp_path / "out" / "build")
-    full_plan, _ = build.plan_target(target, result.scan.registry, result.scan.manifest, tmp_path / "full-plan")
+    plan, tb = build.plan_target(target, small, res.manifest, tmp_path / "out" / "build", threads=False)
+    full_plan, _ = build.plan_target(target, result.scan.registry, result.scan.manifest, tmp_path / "full-plan",
+                                     threads=False)
     assert [o["target"] for o in plan["objects"]] == [o["target"] for o in full_plan["objects"]]
     build.run_scons([plan], tmp_path / "out" / "build")
     mine = (out / "build" / f"android-{abi}" / "lib" / "libminirt.so").read_bytes()
@@ -635,6 +639,7 @@ def test_unchanged_rebuild_does_no_work(android_build):
     aar = out / "dist" / f"{NAME}-{VERSION}.aar"
     before = aar.stat().st_mtime_ns
     res = pipeline.run_build(pipeline.Options(models=out.parent / "models", out=out, platforms=["android"],
-                                              android_name=NAME, android_package=PACKAGE, package_version=VERSION))
+                                              android_name=NAME, android_package=PACKAGE, package_version=VERSION,
+                                              threads=False))
     assert res.steps_run == []
     assert aar.stat().st_mtime_ns == before

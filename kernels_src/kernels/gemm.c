@@ -338,6 +338,8 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
  */
 #define MRT_SGEMM_TASK_MACS ((size_t)1 << 17)
 
+#if MRT_ENABLE_THREADS
+
 typedef struct mrt_sgemm_job {
   const mrt_sgemm_kernel *kern;
   size_t m, n, k, ldc, stride, unit, per_task;
@@ -402,6 +404,21 @@ void mrt_sgemm(const mrt_sgemm_kernel *kern, size_t m, size_t n, size_t k, const
                float *MRT_RESTRICT c, size_t ldc, void *scratch) {
   mrt_sgemm_mt(NULL, kern, m, n, k, a, b, accumulate, ep, c, ldc, scratch);
 }
+
+#else /* no threads: gemm.h maps the _mt names onto these */
+
+void mrt_sgemm(const mrt_sgemm_kernel *kern, size_t m, size_t n, size_t k, const mrt_sgemm_src *a,
+               const mrt_sgemm_src *b, int accumulate, const mrt_sgemm_epilogue *ep,
+               float *MRT_RESTRICT c, size_t ldc, void *scratch) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    mrt_sgemm_epilogue_only(m, n, accumulate, ep, c, ldc);
+    return;
+  }
+  mrt_sgemm_range(kern, m, n, k, a, b, accumulate, ep, c, ldc, scratch, 0, m, 0, n);
+}
+
+#endif
 
 MRT_PREPARE_CODE
 mrt_status mrt_sgemm_activation(mrt_ctx *ctx, const mrt_node *node, float *lo, float *hi) {

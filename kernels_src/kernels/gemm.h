@@ -116,6 +116,11 @@ size_t mrt_sgemm_scratch_size_mt(const mrt_sgemm_kernel *kern, size_t m, size_t 
 void mrt_sgemm_mt(mrt_pool *pool, const mrt_sgemm_kernel *kern, size_t m, size_t n, size_t k,
                   const mrt_sgemm_src *a, const mrt_sgemm_src *b, int accumulate,
                   const mrt_sgemm_epilogue *ep, float *MRT_RESTRICT c, size_t ldc, void *scratch);
+#if defined(MRT_ENABLE_THREADS) && !MRT_ENABLE_THREADS
+#define mrt_sgemm_scratch_size_mt(kern, m, n, k, a_packed, b_packed, threads) \
+  ((void)(threads), mrt_sgemm_scratch_size(kern, m, n, k, a_packed, b_packed))
+#define mrt_sgemm_mt(pool, ...) ((void)(pool), mrt_sgemm(__VA_ARGS__))
+#endif
 
 /* Fused activation of FusedConv / FusedGemm as clamp bounds: reads the
  * `activation` / `activation_params` attributes. */

@@ -78,7 +78,7 @@ static void copy_error(char *err, size_t err_size, const char *msg) {
 
 static mrt_status check_options(const mrt_session_options *o, char *err, size_t err_size) {
   if (o && (o->intra_op_num_threads < 0 || o->intra_op_num_threads > MRT_MAX_THREADS)) {
-    copy_error(err, err_size, "intra_op_num_threads must be 0..64 (0 and 1: the caller's thread only)");
+    copy_error(err, err_size, "intra_op_num_threads must be 0..64");
     return MRT_STATUS_INVALID_ARGUMENT;
   }
   return MRT_STATUS_OK;

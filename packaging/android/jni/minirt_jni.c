@@ -91,21 +91,6 @@ static jlong create(JNIEnv *env, const void *data, size_t size, uint32_t flags, 
   return (jlong)(intptr_t)s;
 }
 
-JNIEXPORT jlong FN(nativeCreateFromFile)(JNIEnv *env, jclass cls, jstring path) {
-  (void)cls;
-  const char *p = (*env)->GetStringUTFChars(env, path, NULL);
-  if (!p) return 0;
-  char err[512];
-  mrt_session *s = NULL;
-  mrt_status st = mrt_session_create_from_file(p, &s, err, sizeof err);
-  (*env)->ReleaseStringUTFChars(env, path, p);
-  if (st != MRT_STATUS_OK) {
-    throw_status(env, st, err);
-    return 0;
-  }
-  return (jlong)(intptr_t)s;
-}
-
 JNIEXPORT jlong FN(nativeCreateFromArray)(JNIEnv *env, jclass cls, jbyteArray data, jint off, jint len,
                                           jint threads) {
   (void)cls;

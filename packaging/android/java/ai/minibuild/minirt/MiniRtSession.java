@@ -97,27 +97,27 @@ public final class MiniRtSession implements AutoCloseable {
         return fromFile(path, null);
     }
 
-    /** Loads a converted model ({@code .mrt}) from a file, with options. */
+    /**
+     * Loads a converted model ({@code .mrt}) from a file, with options. The file is
+     * memory-mapped and its weights used in place (no copy, clean pages the system
+     * can reclaim): it must not change while the session is open.
+     */
     public static MiniRtSession fromFile(String path, Options options) {
         if (path == null) {
             throw new IllegalArgumentException("path is null");
         }
-        if (threads(options) <= 1) {
-            return new MiniRtSession(nativeCreateFromFile(path), null);
-        }
-        byte[] bytes;
+        ByteBuffer mapped;
         try {
             java.io.RandomAccessFile f = new java.io.RandomAccessFile(path, "r");
             try {
-                bytes = new byte[(int) f.length()];
-                f.readFully(bytes);
+                mapped = f.getChannel().map(java.nio.channels.FileChannel.MapMode.READ_ONLY, 0, f.length());
             } finally {
-                f.close();
+                f.close(); // the mapping outlives the channel
             }
         } catch (java.io.IOException e) {
-            throw new MiniRtException(5, "IO_ERROR", "cannot read '" + path + "': " + e.getMessage());
+            throw new MiniRtException(5, "IO_ERROR", "cannot open '" + path + "'");
         }
-        return fromBytes(bytes, options);
+        return fromByteBuffer(mapped, options);
     }
 
     /** Loads a converted model ({@code .mrt}) from a file. */
@@ -407,7 +407,6 @@ public final class MiniRtSession implements AutoCloseable {
     }
 
     // The JNI glue (packaging/android/jni/minirt_jni.c); proguard.txt keeps these names.
-    private static native long nativeCreateFromFile(String path);
 
     private static native long nativeCreateFromArray(byte[] data, int offset, int length, int threads);
 
