@@ -1136,6 +1136,8 @@ def _knows_shapes(g: Graph, node) -> bool:
     """Whether onnx has a schema (and so a shape-inference function) for the node.
     (ai.minibuild's fused ops have none: they keep the shapes inferred before fusing,
     so one without shapes came in with the model.)"""
+    if node.domain == _MS and node.op_type in _MS_SHAPES:
+        return True  # minibuild's own shape functions for the QOperator ops
     try:
         onnx.defs.get_schema(node.op_type, g.opsets.get(node.domain, 1), node.domain)
         return True
@@ -1169,9 +1171,9 @@ def _shape_cause(g: Graph, name: str) -> str:
                        "write the plain ai.onnx operators (Conv, Gemm, Relu, ...) and minibuild fuses them")
                 return why
             if domain == "com.microsoft":
-                why += (" (com.microsoft is onnxruntime's contrib-operator domain; onnxruntime.quantization's "
-                        "QOperator format writes QLinearAdd, QGemm, ... there: quantise with "
-                        "quant_format=QuantFormat.QDQ to get standard ai.onnx operators)")
+                why += (f" (com.microsoft is onnxruntime's contrib-operator domain; of its operators minibuild "
+                        f"infers the shapes of {', '.join(sorted(_MS_SHAPES))}: export without onnxruntime's "
+                        "contrib ops, or quantise with quant_format=QuantFormat.QDQ to get standard ai.onnx operators)")
             why += f". Replace or remove these nodes; operators onnx does not know here: {', '.join(unknown)}"
             return why
         unresolved = [i for i in prod.input if i and i not in g.consts and not _is_static(g, i)]

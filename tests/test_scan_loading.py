@@ -362,13 +362,24 @@ def test_qoperator_model_names_the_contrib_op_not_the_input_sizes(tmp_path):
     (tmp_path / "models").mkdir()
     q = tmp_path / "models" / "resnet_qop.onnx"
     quant.quantize_static(str(f32), str(q), Reader(), quant_format=quant.QuantFormat.QOperator)
+    # minibuild gives the QOperator ops onnx has no schema for their shapes: the model scans
+    sm = scan.scan_model(q, REG)
+    assert any(n.domain == "com.microsoft" and n.op_type == "QLinearAdd" for n in sm.graph.nodes)
+    # a contrib op minibuild knows no shapes for is named as the cause, not the input sizes
+    graph = helper.make_graph([helper.make_node("FusedMatMul", ["x", "w"], ["m"], name="fmm", domain="com.microsoft"),
+                               helper.make_node("Relu", ["m"], ["y"], name="relu")], "ms",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                              [numpy_helper.from_array(np.ones((4, 3), np.float32), "w")])
+    path = tmp_path / "ms.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)]),
+              str(path))
     with pytest.raises(ModelError) as err:
-        scan.scan_model(q, REG)
+        scan.scan_model(path, REG)
     msg = str(err.value)
     assert "--fix-dim" not in msg and "input sizes" not in msg
-    assert "(com.microsoft.QLinearAdd, domain 'com.microsoft') is an operator onnx has no schema for" in msg
-    assert "minirt does not support this operator" in msg
-    assert "QuantFormat.QDQ" in msg
+    assert "node 'fmm' (com.microsoft.FusedMatMul, domain 'com.microsoft') is an operator onnx has no schema for" in msg
+    assert "minirt does not support this operator" in msg and "QLinearAdd" in msg and "QuantFormat.QDQ" in msg
 
 
 def test_data_dependent_shape_names_the_node(tmp_path):
