@@ -420,6 +420,12 @@ def test_unstripped_library_kept_for_the_size_report(android_build):
 # MobileNetV2's op set, release 0.1.0 (commit d827fd9): stripped .so per ABI and the Java AAR.
 RELEASE_0_1_0_SO_BYTES = {"arm64-v8a": 40992, "armeabi-v7a": 35180, "x86": 45908, "x86_64": 54288}
 RELEASE_0_1_0_AAR_BYTES = 110561
+# The Java AAR of that op set as the API grows: 110,561 B at 0.1.0; 111,614 B (+0.95 %) with the
+# typed registry and this week's kernels (none of which MobileNetV2 uses); 113,211 B with the
+# session-options API (Java MiniRtSession.Options and its overloads, about 1.16 KB of classes.jar,
+# and mrt_session_create_with_options, about 450 B deflated over four ABIs). Growth past
+# this needs a reason as good: the test holds the AAR to 1 % above it.
+AAR_BASELINE_BYTES = 113211
 
 
 def test_sizes_json_and_the_bar(android_build, aar, prefab_aar):
@@ -442,12 +448,13 @@ def test_sizes_json_and_the_bar(android_build, aar, prefab_aar):
     # set does not use cost nothing (test_kernels_a_model_set_does_not_use_cost_nothing);
     # this catches growth of the runtime core and the kernels it does use. The core grew
     # by 170-570 B per ABI since 0.1.0 (type signatures, the loader's memory-plan overlap
-    # check, one-way units), so each library is held to 1.5 %, the AAR to the 1 % bar.
+    # check, one-way units), so each library is held to 1.5 %, and the AAR to 1 % over its
+    # baseline (AAR_BASELINE_BYTES: what the session-options API added is accounted there).
     grown = {abi: f"{before} -> {sizes['abis'][abi]['so_bytes']} B" for abi, before in RELEASE_0_1_0_SO_BYTES.items()
              if sizes["abis"][abi]["so_bytes"] >= before * 1.015}
     assert not grown, (f"libminirt.so grew 1.5 % or more over release 0.1.0 for MobileNetV2's op set: {grown}; "
                        f"OUT/size_report.md attributes the bytes per object, `minibuild size diff` compares builds")
-    assert sizes["aar"]["bytes"] < RELEASE_0_1_0_AAR_BYTES * 1.01, (sizes["aar"]["bytes"], RELEASE_0_1_0_AAR_BYTES)
+    assert sizes["aar"]["bytes"] < AAR_BASELINE_BYTES * 1.01, (sizes["aar"]["bytes"], AAR_BASELINE_BYTES)
     # The build's size report says the same, per ABI raw and deflated, and each AAR.
     md = (out / "size_report.md").read_text()
     assert f"| android | `dist/{NAME}-{VERSION}.aar` | {sizes['aar']['bytes']} |  |" in md
