@@ -1,6 +1,9 @@
 /*
  * Pooling, float32: MaxPool and AveragePool over 1-3 spatial dims (pads,
  * strides, dilations, ceil_mode, auto_pad), GlobalAveragePool, GlobalMaxPool.
+ * MaxPool also for uint8 and int8 (onnxruntime.quantization leaves MaxPool on the
+ * quantised tensor: max commutes with a monotonic requantisation, so no scale is
+ * involved): the same window tables and separable loops, on the 8-bit element.
  *
  * Windowed pools are run as 3-D pools: a 1-D or 2-D input gets leading
  * spatial dims of size 1 (kernel 1, stride 1, no pads), so one loop nest
@@ -10,9 +13,25 @@
  */
 #include "kcommon.h"
 
+/* The element the windowed pools run on, and max's identity for it. */
 #if defined(MRT_TYPE_float32)
+#define POOL_FLOAT 1
+typedef float pool_t;
+#define POOL_DTYPE MRT_DTYPE_FLOAT32
+#define POOL_LOWEST (-__builtin_inff())
+#elif defined(MRT_OP_MaxPool) && defined(MRT_TYPE_uint8)
+typedef uint8_t pool_t;
+#define POOL_DTYPE MRT_DTYPE_UINT8
+#define POOL_LOWEST 0
+#elif defined(MRT_OP_MaxPool) && defined(MRT_TYPE_int8)
+typedef int8_t pool_t;
+#define POOL_DTYPE MRT_DTYPE_INT8
+#define POOL_LOWEST (-128)
+#endif
 
-#define NEG_INF (-__builtin_inff())
+#if defined(POOL_DTYPE)
+
+#define NEG_INF POOL_LOWEST
 
 #if defined(MRT_OP_MaxPool) || defined(MRT_OP_AveragePool)
 
@@ -46,6 +65,8 @@ typedef float pool_vec __attribute__((vector_size(POOL_VL * sizeof(float))));
 static int64_t div_up(int64_t n, int64_t d) {
   return n >= 0 ? (n + d - 1) / d : -((-n) / d);
 }
+
+#if defined(POOL_FLOAT)
 
 /*
  * Flat form, for stride 1 in H and W (the "same" 3x3 pools of Inception, and
@@ -115,11 +136,12 @@ static inline void pool_flat(const pool_params *p, const float *x, float *y, flo
       for (size_t i = 0; i < oh * ow; i++) y[i] /= p->div[i];
   }
 }
+#endif /* POOL_FLOAT: the 8-bit MaxPool runs the separable form only */
 
 MRT_PREPARE_CODE
 static mrt_status pool_prepare(mrt_node *node, mrt_ctx *ctx, int max_outputs, int has_dilations,
                                pool_params **out) {
-  mrt_status st = mrt_check_xy(ctx, node, 1, 1, (uint32_t)max_outputs, MRT_DTYPE_FLOAT32);
+  mrt_status st = mrt_check_xy(ctx, node, 1, 1, (uint32_t)max_outputs, POOL_DTYPE);
   if (st) return st;
   const mrt_tensor *x = node->inputs[0], *y = node->outputs[0];
   const uint32_t k = x->ndim - 2;
@@ -204,10 +226,14 @@ static mrt_status pool_prepare(mrt_node *node, mrt_ctx *ctx, int max_outputs, in
     p->tap[a] = t;
     p->k[a] = kk, p->s[a] = s, p->pb[a] = pb;
   }
+#if defined(POOL_FLOAT)
   if (p->in[0] == 1 && p->out[0] == 1 && p->s[1] == 1 && p->s[2] == 1 &&
       (st = pool_flat_prepare(node, ctx, p)) != MRT_STATUS_OK)
     return st;
   p->scratch_stride = ((p->flat ? pool_flat_scratch(p) : (size_t)p->in[2]) * sizeof(float) + 63) / 64 * 64;
+#else
+  p->scratch_stride = ((size_t)p->in[2] * sizeof(pool_t) + 63) / 64 * 64;
+#endif
   mrt_ctx_request_scratch(ctx, mrt_ctx_threads(ctx) * p->scratch_stride);
   *out = p;
   return MRT_STATUS_OK;
@@ -218,7 +244,7 @@ static mrt_status pool_prepare(mrt_node *node, mrt_ctx *ctx, int max_outputs, in
  * loop over W that vectorises -- then reduce each output's width taps from that
  * row. For 3x3 stride 2 that is about half the loads of the direct form, and
  * none of them strided across rows. */
-static inline void pool_separable(const pool_params *p, const float *x, float *y, float *row,
+static inline void pool_separable(const pool_params *p, const pool_t *x, pool_t *y, pool_t *row,
                                   const int is_max, size_t c0, size_t c1) {
   const size_t w = (size_t)p->in[2], hw = (size_t)p->in[1] * w, plane = hw * (size_t)p->in[0];
   const size_t dd = (size_t)p->dil[0] * hw, dh = (size_t)p->dil[1] * w, dw = (size_t)p->dil[2];
@@ -229,12 +255,12 @@ static inline void pool_separable(const pool_params *p, const float *x, float *y
       const pool_tap td = p->tap[0][od];
       for (int64_t oh = 0; oh < p->out[1]; oh++) {
         const pool_tap th = p->tap[1][oh];
-        const float *base = x + (size_t)td.pos * hw + (size_t)th.pos * w;
+        const pool_t *base = x + (size_t)td.pos * hw + (size_t)th.pos * w;
         const int empty = td.n == 0 || th.n == 0;
         for (size_t l = 0; l < w; l++) row[l] = is_max ? NEG_INF : 0.0f;
         for (int32_t i = 0; i < td.n; i++)
           for (int32_t j = 0; j < th.n; j++) {
-            const float *r = base + i * dd + j * dh;
+            const pool_t *r = base + i * dd + j * dh;
             if (is_max)
               for (size_t l = 0; l < w; l++) row[l] = r[l] > row[l] ? r[l] : row[l];
             else
@@ -242,8 +268,8 @@ static inline void pool_separable(const pool_params *p, const float *x, float *y
           }
         for (int64_t ow = 0; ow < p->out[2]; ow++) {
           const pool_tap tw = p->tap[2][ow];
-          const float *r = row + tw.pos;
-          float m = is_max ? NEG_INF : 0.0f;
+          const pool_t *r = row + tw.pos;
+          pool_t m = is_max ? NEG_INF : 0.0f;
           for (int32_t l = 0; l < tw.n; l++) {
             if (is_max)
               m = r[l * dw] > m ? r[l * dw] : m;
@@ -265,8 +291,8 @@ static inline void pool_separable(const pool_params *p, const float *x, float *y
 /* Threads: each task pools a run of planes with its own thread's scratch. */
 typedef struct pool_job {
   const pool_params *p;
-  const float *x;
-  float *y;
+  const pool_t *x;
+  pool_t *y;
   char *scratch;
   size_t per_task;
   int is_max;
@@ -277,10 +303,12 @@ static void pool_task(void *varg, size_t task, size_t thread) {
   const size_t c0 = task * j->per_task;
   const size_t c1 = c0 + j->per_task < j->p->planes ? c0 + j->per_task : j->p->planes;
   if (c0 >= c1) return;
-  float *buf = (float *)(j->scratch + thread * j->p->scratch_stride);
+  pool_t *buf = (pool_t *)(j->scratch + thread * j->p->scratch_stride);
+#if defined(POOL_FLOAT)
   if (j->p->flat)
     pool_flat(j->p, j->x, j->y, buf, j->is_max, c0, c1);
   else
+#endif
     pool_separable(j->p, j->x, j->y, buf, j->is_max, c0, c1);
 }
 
@@ -300,8 +328,19 @@ static void pool_run(const mrt_node *node, void *scratch, int is_max) {
 
 #if defined(MRT_OP_MaxPool)
 
+#if defined(POOL_FLOAT)
+#define MAXPOOL_PREPARE mrt_maxpool_prepare_f32
+#define MAXPOOL_RUN mrt_maxpool_run_f32
+#elif defined(MRT_TYPE_uint8)
+#define MAXPOOL_PREPARE mrt_maxpool_prepare_u8
+#define MAXPOOL_RUN mrt_maxpool_run_u8
+#else
+#define MAXPOOL_PREPARE mrt_maxpool_prepare_i8
+#define MAXPOOL_RUN mrt_maxpool_run_i8
+#endif
+
 MRT_PREPARE_CODE
-mrt_status mrt_maxpool_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
+mrt_status MAXPOOL_PREPARE(mrt_node *node, mrt_ctx *ctx) {
   pool_params *p;
   mrt_status st = pool_prepare(node, ctx, 2, 1, &p);
   if (st) return st;
@@ -323,10 +362,10 @@ mrt_status mrt_maxpool_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   return MRT_STATUS_OK;
 }
 
-void mrt_maxpool_run_f32(const mrt_node *node, void *scratch) {
+void MAXPOOL_RUN(const mrt_node *node, void *scratch) {
   const pool_params *p = node->params;
-  const float *x = node->inputs[0]->data;
-  float *y = node->outputs[0]->data;
+  const pool_t *x = node->inputs[0]->data;
+  pool_t *y = node->outputs[0]->data;
   const mrt_tensor *ind_t = mrt_out(node, 1);
   if (!ind_t) {
     pool_run(node, scratch, 1);
@@ -343,14 +382,20 @@ void mrt_maxpool_run_f32(const mrt_node *node, void *scratch) {
         const pool_tap th = p->tap[1][oh];
         for (int64_t ow = 0; ow < p->out[2]; ow++) {
           const pool_tap tw = p->tap[2][ow];
-          float m = NEG_INF;
+          pool_t m = NEG_INF;
+#if defined(POOL_FLOAT)
           int64_t best = 0;
+#else
+          /* The identity is a value an 8-bit input can hold: a window of all-lowest
+           * values names its first tap, as onnxruntime does. */
+          int64_t best = td.pos * p->istride[0] + th.pos * p->istride[1] + tw.pos * p->istride[2];
+#endif
           for (int32_t i = 0; i < td.n; i++)
             for (int32_t j = 0; j < th.n; j++)
               for (int32_t l = 0; l < tw.n; l++) {
                 const int64_t d = td.pos + i * p->dil[0], h = th.pos + j * p->dil[1],
                               v = tw.pos + l * p->dil[2];
-                const float xv = x[(size_t)d * hw + (size_t)h * w + (size_t)v];
+                const pool_t xv = x[(size_t)d * hw + (size_t)h * w + (size_t)v];
                 if (xv > m) {
                   m = xv;
                   best = d * p->istride[0] + h * p->istride[1] + v * p->istride[2];
@@ -366,7 +411,7 @@ void mrt_maxpool_run_f32(const mrt_node *node, void *scratch) {
 
 #endif /* MaxPool */
 
-#if defined(MRT_OP_AveragePool)
+#if defined(POOL_FLOAT) && defined(MRT_OP_AveragePool)
 
 MRT_PREPARE_CODE
 mrt_status mrt_averagepool_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
@@ -395,7 +440,7 @@ void mrt_averagepool_run_f32(const mrt_node *node, void *scratch) {
 
 #endif /* AveragePool */
 
-#if defined(MRT_OP_GlobalAveragePool) || defined(MRT_OP_GlobalMaxPool)
+#if defined(POOL_FLOAT) && (defined(MRT_OP_GlobalAveragePool) || defined(MRT_OP_GlobalMaxPool))
 
 typedef struct gpool_params {
   size_t planes, plane;
@@ -424,7 +469,7 @@ static mrt_status gpool_prepare(mrt_node *node, mrt_ctx *ctx) {
 
 #endif
 
-#if defined(MRT_OP_GlobalAveragePool)
+#if defined(POOL_FLOAT) && defined(MRT_OP_GlobalAveragePool)
 MRT_PREPARE_CODE
 mrt_status mrt_globalaveragepool_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   return gpool_prepare(node, ctx);
@@ -447,7 +492,7 @@ void mrt_globalaveragepool_run_f32(const mrt_node *node, void *scratch) {
 }
 #endif
 
-#if defined(MRT_OP_GlobalMaxPool)
+#if defined(POOL_FLOAT) && defined(MRT_OP_GlobalMaxPool)
 MRT_PREPARE_CODE
 mrt_status mrt_globalmaxpool_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   return gpool_prepare(node, ctx);
@@ -466,4 +511,4 @@ void mrt_globalmaxpool_run_f32(const mrt_node *node, void *scratch) {
 }
 #endif
 
-#endif /* MRT_TYPE_float32 */
+#endif /* POOL_DTYPE */
