@@ -8,11 +8,14 @@
  *
  * as onnxruntime computes it (the scale product rounded to float in that order,
  * the accumulator converted to float before scaling, so results agree exactly).
- * Prepare subtracts zw from the constant weights once; run gathers each group's
- * input patches (x - zx, padding contributing 0) for a block of output pixels
- * and accumulates four output channels at a time over it.
+ * The sum is the qgemm support unit's: prepare packs each group's constant
+ * weights once (A = M/group x K, per-row zero points folded in); run writes the
+ * group's K x (OH*OW) column matrix as bytes, padding with zx so a padded tap adds
+ * 0 (a 1x1 stride-1 unpadded convolution reads x in place), multiplies, and
+ * requantises the int32 result with the bias added.
  */
 #include "qcommon.h"
+#include "qgemm.h"
 
 #if defined(MRT_KERNEL_SUFFIX) && defined(MRT_OP_QLinearConv)
 
@@ -20,14 +23,16 @@ typedef MRT_T0 xq_t;
 typedef MRT_T1 wq_t;
 typedef MRT_T2 yq_t;
 
-#define PB 64 /* output pixels per block: the patch block stays in L1/L2 */
-
 typedef struct qconv_params {
+  const mrt_qgemm_kernel *kern;
   size_t batch, c_in, c_out, group, mg, cg, kdim;
   size_t ih, iw, oh, ow, kh, kw, sh, sw, dh, dw;
   ptrdiff_t ph, pw;
   int32_t zx, zy, lo, hi;
-  int32_t *w;       /* [c_out][kdim]: w - zw */
+  int direct;       /* 1x1, stride 1, no pads: x is the column matrix */
+  char *w;          /* per group, w_stride bytes apart: the weights packed for kern */
+  size_t w_stride;
+  size_t col_bytes, acc_bytes; /* scratch: column matrix, int32 result, then qgemm's */
   int32_t *bias;    /* [c_out] */
   float *scale;     /* [c_out]: sx * sw[m] / sy */
 } qconv_params;
@@ -96,7 +101,9 @@ mrt_status MRT_KERNEL(mrt_qlinearconv_prepare)(mrt_node *node, mrt_ctx *ctx) {
       return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "y spatial dim %zu is %lld, expected %lld", i,
                            (long long)y->dims[2 + i], (long long)o);
     out[a] = o, pb[a] = b0;
+    if (b0 || e0 || su || sl || k[a] != 1 || s[a] != 1) p->direct = -1;
   }
+  p->direct = p->direct == 0;
   p->batch = (size_t)x->dims[0], p->c_in = (size_t)x->dims[1], p->c_out = (size_t)w->dims[0];
   p->group = (size_t)group, p->mg = p->c_out / p->group, p->cg = p->c_in / p->group;
   p->ih = (size_t)in[0], p->iw = (size_t)in[1], p->oh = (size_t)out[0], p->ow = (size_t)out[1];
@@ -110,88 +117,84 @@ mrt_status MRT_KERNEL(mrt_qlinearconv_prepare)(mrt_node *node, mrt_ctx *ctx) {
       (st = mrt_q_scale(ctx, node, 6, 1, &sy, &nsy)))
     return st;
   int32_t *zw = mrt_ctx_alloc(ctx, p->c_out * sizeof *zw);
-  p->w = mrt_ctx_alloc(ctx, p->c_out * p->kdim * sizeof *p->w);
   p->bias = mrt_ctx_alloc(ctx, p->c_out * sizeof *p->bias);
   p->scale = mrt_ctx_alloc(ctx, p->c_out * sizeof *p->scale);
-  if (!zw || !p->w || !p->bias || !p->scale) return MRT_STATUS_OUT_OF_MEMORY;
+  if (!zw || !p->bias || !p->scale) return MRT_STATUS_OUT_OF_MEMORY;
   if ((st = mrt_q_zero_point(ctx, node, 2, MRT_T0_DTYPE, 1, &p->zx)) ||
       (st = mrt_q_zero_point(ctx, node, 5, MRT_T1_DTYPE, p->c_out, zw)) ||
       (st = mrt_q_zero_point(ctx, node, 7, MRT_T2_DTYPE, 1, &p->zy)))
     return st;
-  const wq_t *wd = w->data;
   for (size_t m = 0; m < p->c_out; m++) {
-    for (size_t i = 0; i < p->kdim; i++) p->w[m * p->kdim + i] = (int32_t)wd[m * p->kdim + i] - zw[m];
     p->bias[m] = b ? ((const int32_t *)b->data)[m] : 0;
     p->scale[m] = sx[0] * sw[nsw == 1 ? 0 : m] / sy[0];
   }
   p->lo = mrt_q_min(MRT_T2_DTYPE), p->hi = mrt_q_max(MRT_T2_DTYPE);
-  mrt_ctx_request_scratch(ctx, (p->kdim * PB + 4 * PB) * sizeof(int32_t));
+  p->kern = mrt_qgemm_kernel_select();
+  p->w_stride = (mrt_qgemm_packed_a_size(p->kern, p->mg, p->kdim) + 63) / 64 * 64;
+  p->w = mrt_ctx_alloc(ctx, p->group * p->w_stride); /* 64-byte aligned */
+  if (!p->w) return MRT_STATUS_OUT_OF_MEMORY;
+  for (size_t g = 0; g < p->group; g++) {
+    const mrt_qgemm_src src = {NULL, (const wq_t *)w->data + g * p->mg * p->kdim, p->kdim, 1,
+                               MRT_T1_DTYPE == MRT_DTYPE_INT8, zw + g * p->mg, p->mg};
+    mrt_qgemm_pack_a(p->kern, p->mg, p->kdim, &src, p->w + g * p->w_stride);
+  }
+  const size_t ohw = p->oh * p->ow;
+  p->col_bytes = p->direct ? 0 : (p->kdim * ohw * sizeof(xq_t) + 63) / 64 * 64;
+  p->acc_bytes = (p->mg * ohw * sizeof(int32_t) + 63) / 64 * 64;
+  mrt_ctx_request_scratch(ctx, p->col_bytes + p->acc_bytes + mrt_qgemm_scratch_size(p->kern, p->mg, ohw, p->kdim, 1, 0));
   node->params = p;
   return MRT_STATUS_OK;
 }
 
-/* col[k][j] = x[c, oy*sh + ky*dh - ph, ox*sw + kx*dw - pw] - zx for the block's
- * pixels p0 .. p0+np; 0 outside the input (the padding value is zx). */
-static void gather(const qconv_params *p, const xq_t *x, size_t p0, size_t np, int32_t *col) {
+/* The K x (OH*OW) column matrix of one group: row (c, ky, kx) holds that tap of
+ * channel c at every output pixel; outside the input, zx. */
+static void im2col(const qconv_params *p, const xq_t *x, xq_t *MRT_RESTRICT col) {
+  const size_t ohw = p->oh * p->ow;
+  const xq_t fill = (xq_t)p->zx;
   for (size_t c = 0; c < p->cg; c++)
     for (size_t ky = 0; ky < p->kh; ky++)
       for (size_t kx = 0; kx < p->kw; kx++) {
-        int32_t *row = col + ((c * p->kh + ky) * p->kw + kx) * PB;
-        const xq_t *plane = x + c * p->ih * p->iw;
-        size_t oy = p0 / p->ow, ox = p0 % p->ow;
-        for (size_t j = 0; j < np; j++) {
+        xq_t *dst = col + ((c * p->kh + ky) * p->kw + kx) * ohw;
+        for (size_t oy = 0; oy < p->oh; oy++, dst += p->ow) {
           const ptrdiff_t iy = (ptrdiff_t)(oy * p->sh + ky * p->dh) - p->ph;
-          const ptrdiff_t ix = (ptrdiff_t)(ox * p->sw + kx * p->dw) - p->pw;
-          row[j] = (iy >= 0 && iy < (ptrdiff_t)p->ih && ix >= 0 && ix < (ptrdiff_t)p->iw)
-                       ? (int32_t)plane[(size_t)iy * p->iw + (size_t)ix] - p->zx : 0;
-          if (++ox == p->ow) ox = 0, oy++;
+          if (iy < 0 || iy >= (ptrdiff_t)p->ih) {
+            for (size_t ox = 0; ox < p->ow; ox++) dst[ox] = fill;
+            continue;
+          }
+          const xq_t *src = x + (c * p->ih + (size_t)iy) * p->iw;
+          for (size_t ox = 0; ox < p->ow; ox++) {
+            const ptrdiff_t ix = (ptrdiff_t)(ox * p->sw + kx * p->dw) - p->pw;
+            dst[ox] = ix >= 0 && ix < (ptrdiff_t)p->iw ? src[ix] : fill;
+          }
         }
       }
-}
-
-static void store(const qconv_params *p, size_t m, const int32_t *acc, size_t np, yq_t *y) {
-  const float sc = p->scale[m];
-  for (size_t j = 0; j < np; j++) y[j] = (yq_t)mrt_q_requant(acc[j], sc, p->zy, p->lo, p->hi);
 }
 
 void MRT_KERNEL(mrt_qlinearconv_run)(const mrt_node *node, void *scratch) {
   const qconv_params *p = node->params;
   const xq_t *x = node->inputs[0]->data;
   yq_t *y = node->outputs[0]->data;
-  int32_t *col = scratch, *acc = col + p->kdim * PB;
-  const size_t opix = p->oh * p->ow, K = p->kdim;
+  xq_t *col = scratch;
+  int32_t *acc = (int32_t *)((char *)scratch + p->col_bytes);
+  void *gs = (char *)acc + p->acc_bytes;
+  const size_t ohw = p->oh * p->ow;
+  const int32_t zx = p->zx;
   for (size_t n = 0; n < p->batch; n++)
     for (size_t g = 0; g < p->group; g++) {
       const xq_t *xg = x + (n * p->c_in + g * p->cg) * p->ih * p->iw;
-      for (size_t p0 = 0; p0 < opix; p0 += PB) {
-        const size_t np = opix - p0 < PB ? opix - p0 : PB;
-        gather(p, xg, p0, np, col);
-        size_t m = g * p->mg;
-        const size_t mend = m + p->mg;
-        for (; m + 4 <= mend; m += 4) {
-          int32_t *a0 = acc, *a1 = acc + PB, *a2 = acc + 2 * PB, *a3 = acc + 3 * PB;
-          for (size_t j = 0; j < PB; j++)
-            a0[j] = p->bias[m], a1[j] = p->bias[m + 1], a2[j] = p->bias[m + 2], a3[j] = p->bias[m + 3];
-          const int32_t *w0 = p->w + m * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
-          for (size_t k = 0; k < K; k++) {
-            const int32_t *c = col + k * PB;
-            const int32_t v0 = w0[k], v1 = w1[k], v2 = w2[k], v3 = w3[k];
-            for (size_t j = 0; j < PB; j++) {
-              a0[j] += v0 * c[j], a1[j] += v1 * c[j], a2[j] += v2 * c[j], a3[j] += v3 * c[j];
-            }
-          }
-          for (size_t i = 0; i < 4; i++) store(p, m + i, acc + i * PB, np, y + ((n * p->c_out) + m + i) * opix + p0);
-        }
-        for (; m < mend; m++) {
-          for (size_t j = 0; j < PB; j++) acc[j] = p->bias[m];
-          const int32_t *w0 = p->w + m * K;
-          for (size_t k = 0; k < K; k++) {
-            const int32_t *c = col + k * PB;
-            const int32_t v0 = w0[k];
-            for (size_t j = 0; j < PB; j++) acc[j] += v0 * c[j];
-          }
-          store(p, m, acc, np, y + ((n * p->c_out) + m) * opix + p0);
-        }
+      if (!p->direct) im2col(p, xg, col);
+      const mrt_qgemm_src a = {p->w + g * p->w_stride, NULL, 0, 0, MRT_T1_DTYPE == MRT_DTYPE_INT8, NULL, 0};
+      const mrt_qgemm_src b = {NULL, p->direct ? xg : col, ohw, 1, MRT_T0_DTYPE == MRT_DTYPE_INT8, &zx, 1};
+      mrt_qgemm(p->kern, p->mg, ohw, p->kdim, &a, &b, 0, acc, ohw, gs);
+      for (size_t i = 0; i < p->mg; i++) {
+        const size_t m = g * p->mg + i;
+        const int32_t bias = p->bias[m];
+        const float sc = p->scale[m];
+        const int32_t *am = acc + i * ohw;
+        yq_t *ym = y + (n * p->c_out + m) * ohw;
+        /* the bias added in wrapping int32, as the accumulation */
+        for (size_t j = 0; j < ohw; j++)
+          ym[j] = (yq_t)mrt_q_requant((int32_t)((uint32_t)am[j] + (uint32_t)bias), sc, p->zy, p->lo, p->hi);
       }
     }
 }
