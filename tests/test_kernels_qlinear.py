@@ -78,6 +78,27 @@ def test_qlinearmatmul_per_column():
     _check(model, {"a": a})
 
 
+@pytest.mark.parametrize("t, bshape", [(np.uint8, (24, 10)), (np.int8, (2, 24, 10))])
+def test_qlinearmatmul_runtime_b(t, bshape):
+    # b a graph input: packed per run (per batch when it has batch dims), not at prepare.
+    a, b = _q((2, 5, 24), t), _q(bshape, t)
+    consts = {"as": _scale(), "az": _q((), t), "bs": _scale(), "bz": _q((), t),
+              "ys": np.array(0.3, np.float32), "yz": _q((), t)}
+    model = _model("QLinearMatMul", {"a": a, "b": b}, consts, [2, 5, 10], NP[t],
+                   _order=["a", "as", "az", "b", "bs", "bz", "ys", "yz"])
+    _check(model, {"a": a, "b": b})
+
+
+def test_qgemm_trans_a_full_bias():
+    a = _q((32, 7), np.int8)
+    consts = {"as": _scale(), "az": _q((), np.int8), "b": _q((32, 12), np.int8), "bs": _scale(12),
+              "bz": np.zeros(12, np.int8), "c": RNG.integers(-300, 300, (7, 12)).astype(np.int32),
+              "ys": np.array(0.4, np.float32), "yz": _q((), np.int8)}
+    model = _model("QGemm", {"a": a}, consts, [7, 12], TensorProto.INT8, domain="com.microsoft", transA=1,
+                   alpha=0.5, _order=["a", "as", "az", "b", "bs", "bz", "c", "ys", "yz"])
+    _check(model, {"a": a})
+
+
 @pytest.mark.parametrize("out", ["uint8", "float32"])
 def test_qgemm(out):
     a = _q((3, 32), np.uint8)

@@ -5,7 +5,8 @@
  * (op, signature); each computes as onnxruntime does, so outputs agree exactly
  * where its arithmetic is the same and within one step where it is not:
  *
- * - MatMul / Gemm: int32 accumulation of (a - za)(b - zb), int32 bias added, then
+ * - MatMul / Gemm: int32 accumulation of (a - za)(b - zb) on the qgemm support unit
+ *   (a constant b packed once at prepare), int32 bias added, then
  *   float(acc) * (alpha * sa * sb[n] / sy), rounded half to even, + zy, saturated.
  * - Add / Mul: in float, (sa/sc)(a - za) + (sb/sc)(b - zb) (Mul: sa sb / sc times
  *   the product), rounded half to even; MLAS factors the scales the same way.
@@ -16,6 +17,9 @@
  */
 #include "qcommon.h"
 #include "bcast.h"
+#if defined(MRT_OP_QLinearMatMul) || defined(MRT_OP_QGemm)
+#include "qgemm.h"
+#endif
 
 #if defined(MRT_KERNEL_SUFFIX)
 
@@ -31,15 +35,18 @@ typedef MRT_T2 yq_t;
 #endif
 
 typedef struct qmm_params {
+  const mrt_qgemm_kernel *kern;
   size_t batch, m, n, k;
   int b_batched, trans_a;
   int32_t za, zy, lo, hi;
   int32_t *zb;        /* [n] */
-  int32_t *bq;        /* [k][n]: b - zb, when b is constant (else built in scratch) */
+  void *bp;           /* b packed for kern with zb, when b is constant (else packed per run) */
   int32_t *bias;      /* [m * n] or [n] (bias_rows == 1) or NULL */
   size_t bias_rows;
   float *scale;       /* [n] */
   int trans_b;
+  size_t gemms, rows; /* GEMMs per run and rows of each: one of batch * m when b is shared */
+  size_t acc_bytes;   /* scratch: the int32 result, then qgemm's */
 } qmm_params;
 
 MRT_PREPARE_CODE
@@ -72,48 +79,47 @@ static mrt_status qmm_finish(mrt_node *node, mrt_ctx *ctx, qmm_params *p, uint32
     const float s = alpha * sa[0] * sb[nsb == 1 ? 0 : j];
     p->scale[j] = sy ? s / sy[0] : s;
   }
+  p->kern = mrt_qgemm_kernel_select();
   const mrt_tensor *b = node->inputs[ib];
   if (b->is_constant && b->data && !p->b_batched) {
-    p->bq = mrt_ctx_alloc(ctx, p->k * p->n * sizeof *p->bq);
-    if (!p->bq) return MRT_STATUS_OUT_OF_MEMORY;
-    const bq_t *bd = b->data;
-    for (size_t kk = 0; kk < p->k; kk++)
-      for (size_t j = 0; j < p->n; j++)
-        p->bq[kk * p->n + j] = (int32_t)(p->trans_b ? bd[j * p->k + kk] : bd[kk * p->n + j]) - p->zb[j];
+    p->bp = mrt_ctx_alloc(ctx, mrt_qgemm_packed_b_size(p->kern, p->k, p->n)); /* 64-byte aligned */
+    if (!p->bp) return MRT_STATUS_OUT_OF_MEMORY;
+    const mrt_qgemm_src src = {NULL, b->data, p->trans_b ? 1 : p->n, p->trans_b ? p->k : 1,
+                               MRT_T1_DTYPE == MRT_DTYPE_INT8, p->zb, p->n};
+    mrt_qgemm_pack_b(p->kern, p->k, p->n, &src, p->bp);
   }
-  mrt_ctx_request_scratch(ctx, (p->n + p->k + (p->bq ? 0 : p->k * p->n)) * sizeof(int32_t));
+  /* A shared b and row-major a: the batch is one GEMM of batch * m rows. */
+  const int fold = !p->b_batched && !p->trans_a && p->bias_rows <= 1;
+  p->gemms = fold ? 1 : p->batch;
+  p->rows = fold ? p->batch * p->m : p->m;
+  p->acc_bytes = (p->rows * p->n * sizeof(int32_t) + 63) / 64 * 64;
+  mrt_ctx_request_scratch(ctx, p->acc_bytes + mrt_qgemm_scratch_size(p->kern, p->rows, p->n, p->k, 0, p->bp != NULL));
   node->params = p;
   return MRT_STATUS_OK;
 }
 
-static void qmm_run(const qmm_params *p, const aq_t *a, const bq_t *b, yq_t *y, int32_t *scratch) {
-  int32_t *acc = scratch, *arow = acc + p->n, *bq = arow + p->k;
-  for (size_t t = 0; t < p->batch; t++) {
-    const int32_t *B = p->bq;
-    if (!B) {
-      const bq_t *bb = b + (p->b_batched ? t * p->k * p->n : 0);
-      for (size_t kk = 0; kk < p->k; kk++)
-        for (size_t j = 0; j < p->n; j++)
-          bq[kk * p->n + j] = (int32_t)(p->trans_b ? bb[j * p->k + kk] : bb[kk * p->n + j]) - p->zb[j];
-      B = bq;
-    }
-    const aq_t *at = a + t * p->m * p->k;
-    yq_t *yt = y + t * p->m * p->n;
-    for (size_t i = 0; i < p->m; i++) {
-      for (size_t kk = 0; kk < p->k; kk++)
-        arow[kk] = (int32_t)(p->trans_a ? at[kk * p->m + i] : at[i * p->k + kk]) - p->za;
-      const int32_t *bias = p->bias ? p->bias + (p->bias_rows == 1 ? 0 : i * p->n) : NULL;
-      for (size_t j = 0; j < p->n; j++) acc[j] = bias ? bias[j] : 0;
-      for (size_t kk = 0; kk < p->k; kk++) {
-        const int32_t av = arow[kk];
-        const int32_t *br = B + kk * p->n;
-        for (size_t j = 0; j < p->n; j++) acc[j] += av * br[j];
-      }
-      yq_t *yr = yt + i * p->n;
+static void qmm_run(const qmm_params *p, const aq_t *a, const bq_t *b, yq_t *y, void *scratch) {
+  int32_t *acc = scratch;
+  void *gs = (char *)scratch + p->acc_bytes;
+  const size_t rows = p->rows, n = p->n;
+  for (size_t t = 0; t < p->gemms; t++) {
+    const mrt_qgemm_src as = {NULL, a + t * p->m * p->k, p->trans_a ? 1 : p->k, p->trans_a ? p->m : 1,
+                              MRT_T0_DTYPE == MRT_DTYPE_INT8, &p->za, 1};
+    const mrt_qgemm_src bs = {p->bp, b + (p->b_batched ? t * p->k * n : 0), p->trans_b ? 1 : n,
+                              p->trans_b ? p->k : 1, MRT_T1_DTYPE == MRT_DTYPE_INT8, p->zb, n};
+    /* The bias first, and the products accumulated onto it, in int32 as onnxruntime. */
+    if (p->bias)
+      for (size_t i = 0; i < rows; i++)
+        memcpy(acc + i * n, p->bias + (p->bias_rows == 1 ? 0 : i * n), n * sizeof *acc);
+    mrt_qgemm(p->kern, rows, n, p->k, &as, &bs, p->bias != NULL, acc, n, gs);
+    yq_t *yt = y + t * rows * n;
+    for (size_t i = 0; i < rows; i++) {
+      const int32_t *ar = acc + i * n;
+      yq_t *yr = yt + i * n;
 #if defined(FLOAT_OUT)
-      for (size_t j = 0; j < p->n; j++) yr[j] = (float)acc[j] * p->scale[j];
+      for (size_t j = 0; j < n; j++) yr[j] = (float)ar[j] * p->scale[j];
 #else
-      for (size_t j = 0; j < p->n; j++) yr[j] = (yq_t)mrt_q_requant(acc[j], p->scale[j], p->zy, p->lo, p->hi);
+      for (size_t j = 0; j < n; j++) yr[j] = (yq_t)mrt_q_requant(ar[j], p->scale[j], p->zy, p->lo, p->hi);
 #endif
     }
   }
