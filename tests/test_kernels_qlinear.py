@@ -56,7 +56,8 @@ def _scale(n=None):
 
 @pytest.mark.parametrize("xt, wt", [(np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.int8)])
 @pytest.mark.parametrize("c, m, group, k, stride, pad", [
-    (8, 16, 1, 3, 1, 1), (16, 16, 16, 3, 2, 1), (12, 6, 3, 1, 1, 0), (5, 7, 1, 5, 2, 2)])
+    (8, 16, 1, 3, 1, 1), (16, 16, 16, 3, 2, 1), (12, 6, 3, 1, 1, 0), (5, 7, 1, 5, 2, 2),
+    (8, 8, 8, 3, 1, 1), (8, 16, 8, 3, 1, 0), (6, 6, 6, 5, 1, 2)])
 def test_qlinearconv(xt, wt, c, m, group, k, stride, pad):
     x = _q((1, c, 9, 11), xt)
     w = _q((m, c // group, k, k), wt)

@@ -12,7 +12,11 @@
  * weights once (A = M/group x K, per-row zero points folded in); run writes the
  * group's K x (OH*OW) column matrix as bytes, padding with zx so a padded tap adds
  * 0 (a 1x1 stride-1 unpadded convolution reads x in place), multiplies, and
- * requantises the int32 result with the bias added.
+ * requantises the int32 result with the bias added. A depthwise convolution (one
+ * input and one output channel per group) would be a GEMM of one row per channel,
+ * all packing; it runs directly instead, over a zero-bordered int16 copy of the
+ * plane holding x - zx, one tap at a time across each output row (the same exact
+ * int32 sums).
  */
 #include "qcommon.h"
 #include "qgemm.h"
@@ -30,6 +34,9 @@ typedef struct qconv_params {
   ptrdiff_t ph, pw;
   int32_t zx, zy, lo, hi;
   int direct;       /* 1x1, stride 1, no pads: x is the column matrix */
+  int depthwise;    /* one input and one output channel per group: see dw_plane */
+  size_t rh, rw;    /* depthwise: the padded plane's rows and columns */
+  int16_t *wd;      /* depthwise: [c_out][kh * kw] w - zw */
   char *w;          /* per group, w_stride bytes apart: the weights packed for kern */
   size_t w_stride;
   size_t col_bytes, acc_bytes; /* scratch: column matrix, int32 result, then qgemm's */
@@ -129,6 +136,21 @@ mrt_status MRT_KERNEL(mrt_qlinearconv_prepare)(mrt_node *node, mrt_ctx *ctx) {
     p->scale[m] = sx[0] * sw[nsw == 1 ? 0 : m] / sy[0];
   }
   p->lo = mrt_q_min(MRT_T2_DTYPE), p->hi = mrt_q_max(MRT_T2_DTYPE);
+  const size_t ohw = p->oh * p->ow;
+  p->depthwise = p->cg == 1 && p->mg == 1 && p->kdim > 1;
+  if (p->depthwise) {
+    p->rh = (p->oh - 1) * p->sh + (p->kh - 1) * p->dh + 1;
+    p->rw = (p->ow - 1) * p->sw + (p->kw - 1) * p->dw + 1;
+    p->wd = mrt_ctx_alloc(ctx, p->c_out * p->kdim * sizeof *p->wd);
+    if (!p->wd) return MRT_STATUS_OUT_OF_MEMORY;
+    const wq_t *wv = w->data;
+    for (size_t i = 0; i < p->c_out * p->kdim; i++) p->wd[i] = (int16_t)((int32_t)wv[i] - zw[i / p->kdim]);
+    p->col_bytes = (p->rh * p->rw * sizeof(int16_t) + 63) / 64 * 64;
+    p->acc_bytes = (ohw * sizeof(int32_t) + 63) / 64 * 64;
+    mrt_ctx_request_scratch(ctx, p->col_bytes + p->acc_bytes);
+    node->params = p;
+    return MRT_STATUS_OK;
+  }
   p->kern = mrt_qgemm_kernel_select();
   p->w_stride = (mrt_qgemm_packed_a_size(p->kern, p->mg, p->kdim) + 63) / 64 * 64;
   p->w = mrt_ctx_alloc(ctx, p->group * p->w_stride); /* 64-byte aligned */
@@ -138,7 +160,6 @@ mrt_status MRT_KERNEL(mrt_qlinearconv_prepare)(mrt_node *node, mrt_ctx *ctx) {
                                MRT_T1_DTYPE == MRT_DTYPE_INT8, zw + g * p->mg, p->mg};
     mrt_qgemm_pack_a(p->kern, p->mg, p->kdim, &src, p->w + g * p->w_stride);
   }
-  const size_t ohw = p->oh * p->ow;
   p->col_bytes = p->direct ? 0 : (p->kdim * ohw * sizeof(xq_t) + 63) / 64 * 64;
   p->acc_bytes = (p->mg * ohw * sizeof(int32_t) + 63) / 64 * 64;
   mrt_ctx_request_scratch(ctx, p->col_bytes + p->acc_bytes + mrt_qgemm_scratch_size(p->kern, p->mg, ohw, p->kdim, 1, 0));
@@ -170,10 +191,58 @@ static void im2col(const qconv_params *p, const xq_t *x, xq_t *MRT_RESTRICT col)
       }
 }
 
+/* One depthwise channel: buf is the plane as x - zx inside a border of zeros
+ * (a padded tap adds 0), acc the output plane's int32 sums. */
+static void dw_plane(const qconv_params *p, const xq_t *x, const int16_t *w, int16_t *MRT_RESTRICT buf,
+                     int32_t *MRT_RESTRICT acc) {
+  const size_t rh = p->rh, rw = p->rw, oh = p->oh, ow = p->ow, sw = p->sw;
+  for (size_t r = 0; r < rh; r++) {
+    const ptrdiff_t iy = (ptrdiff_t)r - p->ph;
+    int16_t *row = buf + r * rw;
+    if (iy < 0 || iy >= (ptrdiff_t)p->ih) {
+      memset(row, 0, rw * sizeof *row);
+      continue;
+    }
+    const xq_t *src = x + (size_t)iy * p->iw;
+    for (size_t c = 0; c < rw; c++) {
+      const ptrdiff_t ix = (ptrdiff_t)c - p->pw;
+      row[c] = ix >= 0 && ix < (ptrdiff_t)p->iw ? (int16_t)((int32_t)src[ix] - p->zx) : 0;
+    }
+  }
+  for (size_t oy = 0; oy < oh; oy++) {
+    int32_t *a = acc + oy * ow;
+    for (size_t ox = 0; ox < ow; ox++) a[ox] = 0;
+    for (size_t ky = 0; ky < p->kh; ky++)
+      for (size_t kx = 0; kx < p->kw; kx++) {
+        const int32_t wv = w[ky * p->kw + kx];
+        const int16_t *in = buf + (oy * p->sh + ky * p->dh) * rw + kx * p->dw;
+        if (sw == 1)
+          for (size_t ox = 0; ox < ow; ox++) a[ox] += wv * in[ox];
+        else
+          for (size_t ox = 0; ox < ow; ox++) a[ox] += wv * in[ox * sw];
+      }
+  }
+}
+
 void MRT_KERNEL(mrt_qlinearconv_run)(const mrt_node *node, void *scratch) {
   const qconv_params *p = node->params;
   const xq_t *x = node->inputs[0]->data;
   yq_t *y = node->outputs[0]->data;
+  if (p->depthwise) {
+    int16_t *buf = scratch;
+    int32_t *acc = (int32_t *)((char *)scratch + p->col_bytes);
+    const size_t ohw = p->oh * p->ow, ihw = p->ih * p->iw;
+    for (size_t n = 0; n < p->batch; n++)
+      for (size_t m = 0; m < p->c_out; m++) {
+        dw_plane(p, x + (n * p->c_in + m) * ihw, p->wd + m * p->kdim, buf, acc);
+        const int32_t bias = p->bias[m];
+        const float sc = p->scale[m];
+        yq_t *ym = y + (n * p->c_out + m) * ohw;
+        for (size_t j = 0; j < ohw; j++)
+          ym[j] = (yq_t)mrt_q_requant((int32_t)((uint32_t)acc[j] + (uint32_t)bias), sc, p->zy, p->lo, p->hi);
+      }
+    return;
+  }
   xq_t *col = scratch;
   int32_t *acc = (int32_t *)((char *)scratch + p->col_bytes);
   void *gs = (char *)acc + p->acc_bytes;
