@@ -183,10 +183,19 @@ static void im2col(const qconv_params *p, const xq_t *x, xq_t *MRT_RESTRICT col)
             continue;
           }
           const xq_t *src = x + (c * p->ih + (size_t)iy) * p->iw;
-          for (size_t ox = 0; ox < p->ow; ox++) {
-            const ptrdiff_t ix = (ptrdiff_t)(ox * p->sw + kx * p->dw) - p->pw;
-            dst[ox] = ix >= 0 && ix < (ptrdiff_t)p->iw ? src[ix] : fill;
-          }
+          /* ox in [ox0, ox1) reads inside the row: no test per pixel */
+          const ptrdiff_t off = (ptrdiff_t)(kx * p->dw) - p->pw, sw = (ptrdiff_t)p->sw;
+          const ptrdiff_t first = off < 0 ? (-off + sw - 1) / sw : 0;
+          const ptrdiff_t last = (ptrdiff_t)p->iw - 1 - off; /* ox * sw <= last */
+          size_t ox0 = (size_t)first, ox1 = last < 0 ? 0 : (size_t)(last / sw + 1);
+          if (ox1 > p->ow) ox1 = p->ow;
+          if (ox0 > ox1) ox0 = ox1;
+          for (size_t ox = 0; ox < ox0; ox++) dst[ox] = fill;
+          if (sw == 1)
+            memcpy(dst + ox0, src + (ptrdiff_t)ox0 + off, (ox1 - ox0) * sizeof *dst);
+          else
+            for (size_t ox = ox0; ox < ox1; ox++) dst[ox] = src[(ptrdiff_t)ox * sw + off];
+          for (size_t ox = ox1; ox < p->ow; ox++) dst[ox] = fill;
         }
       }
 }

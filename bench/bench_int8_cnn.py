@@ -1,0 +1,153 @@
+"""int8 CNNs against float: library size per op set and latency, one thread.
+
+    python bench/bench_int8_cnn.py [--runs 30] [--out bench-out/int8-cnn] [--json F]
+                                   [--models resnet18,mobilenet_v2] [--no-android]
+
+Takes tests/test_int8_models.py's float models (a half-width ResNet-18 and a
+MobileNetV2-like net, 1x3x64x64, 10 classes) and quantises each with
+onnxruntime.quantization as the tests do: QDQ per channel (what minibuild lowers to
+QLinearConv & co. at build time) and QOperator. Then, per model:
+
+- sizes: the float model and its QDQ per-channel form are each built alone, for
+  linux x86_64 and android arm64-v8a, and the size report's library size and
+  support units are printed (an int8 build must link `qgemm` and neither the float
+  `gemm` nor `conv` unit);
+- latency (host): minirt float, minirt int8 (QDQ lowered), onnxruntime float and
+  onnxruntime int8 (the same QDQ model, which onnxruntime fuses at session start),
+  all at one thread, interleaved so load on a shared machine hits all alike;
+  medians of --runs after a warm-up, and the int8 output's deviation from
+  onnxruntime's in steps of the final DequantizeLinear's scale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+
+import test_int8_models as t8  # noqa: E402  (the models and the quantiser settings the tests use)
+from minibuild import toolchain  # noqa: E402
+from minibuild.pipeline import Options, run_build  # noqa: E402
+from minibuild.verify import import_minirt  # noqa: E402
+
+TARGETS = {"x86_64": ("linux", "x86_64"), "arm64": ("android", "arm64-v8a")}
+
+
+def build(model: Path, out: Path, platform: str, abi: str) -> dict:
+    """Builds `model` alone for one target; returns its size report artifact."""
+    mdir = out / "models"
+    if out.exists():
+        shutil.rmtree(out)
+    mdir.mkdir(parents=True)
+    shutil.copy(model, mdir / model.name)
+    run_build(Options(models=mdir, out=out, platforms=[platform], abis=[abi]))
+    report = json.loads((out / "size_report.json").read_text())
+    art = next(a for a in report["artifacts"] if a["abi"] == abi and a["platform"] == platform)
+    ops = sorted({f"{c['op']}:{c['dtype']}" for c in art["components"] if c["kind"] == "kernel" and c["op"]})
+    support = {c["name"].split("/", 1)[-1]: c["bytes"] for c in art["components"] if c["kind"] == "support"}
+    return {"file_size": art["file_size"], "totals": art["totals"], "support": support, "kernels": ops}
+
+
+def time_all(fns: dict, runs: int) -> dict:
+    for _ in range(3):
+        for f in fns.values():
+            f()
+    times = {k: [] for k in fns}
+    for _ in range(runs):
+        for k, f in fns.items():
+            t = time.perf_counter()
+            f()
+            times[k].append((time.perf_counter() - t) * 1e3)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--out", type=Path, default=Path("bench-out/int8-cnn"))
+    ap.add_argument("--models", default="resnet18,mobilenet_v2")
+    ap.add_argument("--no-android", action="store_true", help="sizes for x86_64 only")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+
+    import onnxruntime as ort
+    out = args.out.resolve()
+    src = out / "src"
+    src.mkdir(parents=True, exist_ok=True)
+    results = []
+    for name in [n for n in args.models.split(",") if n]:
+        fp = src / f"{name}.onnx"
+        if not fp.exists():
+            print(f"exporting {name} ...", flush=True)
+            t8.FLOAT_MODELS[name](fp)
+        forms = {"float": fp}
+        for form in ("qdq_channel", "qoperator"):
+            forms[form] = src / f"{name}_{form}.onnx"
+            if not forms[form].exists():
+                t8._quantise(fp, forms[form], form)
+
+        sizes = {}
+        for tname, (platform, abi) in TARGETS.items():
+            if args.no_android and platform == "android":
+                continue
+            for form in ("float", "qdq_channel"):
+                sizes[f"{form}/{tname}"] = build(forms[form], out / "build" / name / form / tname, platform, abi)
+
+        # Latency on the host builds.
+        shape = [d.dim_value for d in onnx.load(str(fp)).graph.input[0].type.tensor_type.shape.dim]
+        x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        so.inter_op_num_threads = 1
+        fns, outs = {}, {}
+        for form in ("float", "qdq_channel"):
+            bdir = out / "build" / name / form / "x86_64"
+            minirt = import_minirt(bdir)
+            sess = minirt.InferenceSession(str(bdir / "linux" / toolchain.host_abi() / "models" / f"{forms[form].stem}.mrt"))
+            iname = sess.get_inputs()[0].name if hasattr(sess, "get_inputs") else "input"
+            fns[f"minirt {form}"] = (lambda s=sess, i=iname: s.run(None, {i: x}))
+            outs[f"minirt {form}"] = fns[f"minirt {form}"]()[0]
+        for form in ("float", "qdq_channel", "qoperator"):
+            ref = ort.InferenceSession(str(forms[form]), so, providers=["CPUExecutionProvider"])
+            iname = ref.get_inputs()[0].name
+            fns[f"ort {form}"] = (lambda s=ref, i=iname: s.run(None, {i: x}))
+            outs[f"ort {form}"] = fns[f"ort {form}"]()[0]
+        ms = time_all(fns, args.runs)
+        step = t8._last_dq_scale(onnx.load(str(forms["qdq_channel"])))
+        dev = float(np.max(np.abs(outs["minirt qdq_channel"] - outs["ort qdq_channel"]))) / step
+        results.append({"model": name, "input": shape, "sizes": sizes, "latency_ms": ms,
+                        "int8_max_dev_steps": dev, "cpu_count": os.cpu_count()})
+
+        print(f"\n== {name} {shape}")
+        print(f"{'build':22} {'.so bytes':>10} {'kernels':>8}  support units (bytes)")
+        for k, v in sizes.items():
+            sup = ", ".join(f"{u} {b}" for u, b in sorted(v["support"].items()))
+            print(f"{k:22} {v['file_size']:10d} {v['totals']['kernels']:8d}  {sup}")
+        for k, v in sizes.items():
+            if k.startswith("qdq") and ("gemm" in v["support"] or "conv" in v["support"]):
+                print(f"WARNING: {k} links a float support unit: {sorted(v['support'])}")
+        print(f"{'engine (1 thread)':22} {'ms':>8}")
+        for k, v in ms.items():
+            print(f"{k:22} {v:8.2f}")
+        print(f"int8/float minirt {ms['minirt qdq_channel'] / ms['minirt float']:.2f}x, "
+              f"minirt int8 / ort int8 (QDQ) {ms['minirt qdq_channel'] / ms['ort qdq_channel']:.2f}x, "
+              f"(QOperator) {ms['minirt qdq_channel'] / ms['ort qoperator']:.2f}x; "
+              f"int8 max deviation from ort: {dev:.2f} steps", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
