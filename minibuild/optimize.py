@@ -958,10 +958,15 @@ def _lower_one(g: Graph, node, available) -> str:
         qp = out[0]
         _lower_group(g, node, "QLinearGlobalAveragePool", _MS, [x.q, x.scale, x.zp, qp.scale, qp.zp], [x], out)
         return "lowered"
-    if op in _QCOPY:
+    # MaxPool picks one of its inputs in each window, and dequantising is increasing
+    # (scale > 0): on the int8 value with the same parameters it is the same copy.
+    max_pool = op == "MaxPool" and len([o for o in node.output if o]) == 1
+    if op in _QCOPY or max_pool:
         x = _dq_input(g, ins[0])
         if x is None:
             return ""
+        if max_pool and not np.all(g.consts[x.scale] > 0):
+            return "its DequantizeLinear scale is not positive"
         out, why = _q_output(g, node.output[0], range_ops=False)
         if out is None:
             return why
@@ -978,7 +983,7 @@ def _lower_one(g: Graph, node, available) -> str:
         g.absorb(node.name, f"QDQ pair dropped around {op} (a copy: it runs on the int8 value)", [x.node, node, qp.node])
         g.log.append(f"{op} {node.name} runs on int8: dropped DequantizeLinear {x.node.name} and QuantizeLinear {qp.node.name} ({old})")
         return "lowered"
-    if op in ("MaxPool", "AveragePool", "Concat", "Sigmoid", "Relu", "Clip", "Resize", "Softmax"):
+    if op in ("MaxPool", "AveragePool", "Concat", "Sigmoid", "Relu", "Clip", "Resize", "Softmax"):  # MaxPool: with Indices
         if any(_dq_input(g, i) for i in ins if i):
             return f"minirt has no quantised {op}"
     return ""

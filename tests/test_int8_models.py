@@ -169,3 +169,6 @@ def test_quantised_cnn_matches_onnxruntime(float_models, tmp_path, name, form):
     ops = {(e.domain, e.op) for e in res.scan.manifest.entries}
     assert ("ai.onnx", "QLinearConv") in ops, ops
     assert ("ai.onnx", "Conv") not in ops and ("ai.minibuild", "FusedConv") not in ops, ops
+    # MaxPool runs on the int8 value (the QDQ pair around it dropped): no float MaxPool is left
+    floats = {(e.op, s) for e in res.scan.manifest.entries for s in e.signatures if "float32" in s}
+    assert not any(op == "MaxPool" for op, _ in floats), floats
