@@ -118,6 +118,18 @@ def test_pow_broadcast_runtime_exponent():
     check(one_node("Pow", {"x": x, "e": e}), {"x": x, "e": e})
 
 
+def test_pow_opset1_axis_broadcast():
+    # Pow-1 broadcasts only when asked, aligning the exponent with X at `axis`
+    # (the shared opset < 7 rule of bcast.c, also serving Add/Sub/Mul/Div).
+    x, e = np.abs(randn(2, 3, 4)) + 0.1, np.array([1.0, 2.0, 0.5], np.float32)
+    model = with_output_shapes(one_node("Pow", {"x": x, "e": e}, opset=1, broadcast=1, axis=1), [x.shape])
+    (got,) = testing.run_with_minirt(model, {"x": x, "e": e})
+    np.testing.assert_allclose(got, x ** e.reshape(1, 3, 1), rtol=1e-6)
+    bad = with_output_shapes(one_node("Pow", {"x": x, "e": e}, opset=1, broadcast=1, axis=3), [x.shape])
+    with pytest.raises(Exception, match="legacy broadcast axis 3 does not fit input 1 \\(rank 1\\) into input 0 \\(rank 3\\)"):
+        testing.run_with_minirt(bad, {"x": x, "e": e})
+
+
 def test_pow_int_exponent():
     x = randn(3, 4)
     check(one_node("Pow", {"x": x}, {"e": np.array([3, 2, 1, 0], np.int64)}), {"x": x})

@@ -32,6 +32,13 @@ int mrt_bcast_plan(mrt_bcast *p, const int64_t *ad, uint32_t an, const int64_t *
 void mrt_bcast_run_f32(const mrt_bcast *p, const float *a, const float *b, float *y,
                        mrt_bcast_row_fn row);
 
+/* Opset < 7 broadcasting (`broadcast` = 1 on Add, Sub, Mul, Div, Pow): b is aligned
+ * with a at attribute `axis` (default: trailing). When the node asks for it, b's dims
+ * padded to a's rank are written to vd and *bd, *bn point at them; otherwise they are
+ * left as they are. An axis that does not fit is an error naming the node. */
+mrt_status mrt_bcast_legacy_dims(mrt_ctx *ctx, const mrt_node *node, const mrt_tensor *a, const mrt_tensor *b,
+                                 int64_t vd[MRT_MAX_DIMS], const int64_t **bd, uint32_t *bn);
+
 
 /*
  * The same plan for any element type and up to three inputs (Where, comparisons,

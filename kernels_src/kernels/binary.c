@@ -103,17 +103,8 @@ mrt_status PREPARE(mrt_node *node, mrt_ctx *ctx) {
 #if !defined(VARIADIC)
     /* Opset < 7: broadcasting is opt-in and aligns b with a at `axis`. */
     int64_t vd[MRT_MAX_DIMS];
-    if (node->opset < 7 && mrt_attr_int(node, "broadcast", 0)) {
-      int64_t axis = mrt_attr_int(node, "axis", (int64_t)a->ndim - (int64_t)b->ndim);
-      if (axis < 0) axis += a->ndim;
-      if (axis < 0 || axis + b->ndim > a->ndim)
-        return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
-                             "legacy broadcast axis %lld does not fit B (rank %u) into A (rank %u)",
-                             (long long)axis, b->ndim, a->ndim);
-      for (uint32_t j = 0; j < a->ndim; j++)
-        vd[j] = (j >= axis && j < axis + b->ndim) ? b->dims[j - axis] : 1;
-      bd = vd, bn = a->ndim;
-    }
+    const mrt_status legacy = mrt_bcast_legacy_dims(ctx, node, a, b, vd, &bd, &bn);
+    if (legacy) return legacy;
 #endif
 #if defined(VARIADIC)
     const int exact = i > 0;

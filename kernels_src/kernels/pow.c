@@ -68,18 +68,7 @@ mrt_status MRT_KERNEL(mrt_pow_prepare)(mrt_node *node, mrt_ctx *ctx) {
   const int64_t *bd = b->dims;
   uint32_t bn = b->ndim;
   int64_t vd[MRT_MAX_DIMS];
-  if (node->opset < 7 && mrt_attr_int(node, "broadcast", 0)) {
-    /* Opset 1: broadcasting is opt-in and aligns the exponent with X at `axis`. */
-    int64_t axis = mrt_attr_int(node, "axis", (int64_t)a->ndim - (int64_t)b->ndim);
-    if (axis < 0) axis += a->ndim;
-    if (axis < 0 || axis + b->ndim > a->ndim)
-      return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
-                           "legacy broadcast axis %lld does not fit Y (rank %u) into X (rank %u)",
-                           (long long)axis, b->ndim, a->ndim);
-    for (uint32_t j = 0; j < a->ndim; j++)
-      vd[j] = (j >= axis && j < axis + b->ndim) ? b->dims[j - axis] : 1;
-    bd = vd, bn = a->ndim;
-  }
+  if ((st = mrt_bcast_legacy_dims(ctx, node, a, b, vd, &bd, &bn))) return st;
   if (!mrt_bcast_plan(&p->plan, a->dims, a->ndim, bd, bn, y->dims, y->ndim, 1))
     return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
                          "X (rank %u) and Y (rank %u) do not broadcast to the output shape (rank %u)",
