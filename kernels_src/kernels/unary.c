@@ -1,9 +1,10 @@
 /*
  * Elementwise unary float32 ops: Relu, Clip, Sigmoid, Tanh, LeakyRelu,
- * HardSigmoid, HardSwish, Exp, Sqrt, Neg, Abs, Erf, Gelu. Each op is a flat inner loop
+ * HardSigmoid, HardSwish, Exp, Sqrt, Neg, Abs, Erf, Gelu, Mish, and ai.minibuild's
+ * SiLU (x * Sigmoid(x), fused at build time). Each op is a flat inner loop
  * `mrt_<op>_f32(n, x, y[, a, b])` plus a thin wrapper; the op of the object is
  * picked by MRT_OP_<op>. Loops are written as selects so they vectorise; the
- * transcendental ones (Sigmoid, Tanh, Exp, Erf, Gelu) and HardSwish are vmath.h
+ * transcendental ones (Sigmoid, Tanh, Exp, Erf, Gelu, Mish, SiLU) and HardSwish are vmath.h
  * array functions, vector polynomials instead of libm per element, in the copy
  * prepare picks for the CPU (AVX2 + FMA on x86_64 where present).
  */
@@ -102,7 +103,7 @@ PREPARE0(abs)
 #endif
 
 #if defined(MRT_OP_Sigmoid) || defined(MRT_OP_Tanh) || defined(MRT_OP_Exp) || defined(MRT_OP_Erf) || \
-    defined(MRT_OP_Gelu) || defined(MRT_OP_HardSwish)
+    defined(MRT_OP_Gelu) || defined(MRT_OP_HardSwish) || defined(MRT_OP_Mish) || defined(MRT_OP_SiLU)
 #include "vmath.h"
 
 typedef struct vmap_params {
@@ -151,6 +152,14 @@ VMAP_OP(exp)
 
 #if defined(MRT_OP_HardSwish)
 VMAP_OP(hardswish)
+#endif
+
+#if defined(MRT_OP_SiLU)
+VMAP_OP(silu) /* x / (1 + e^-x) in one pass */
+#endif
+
+#if defined(MRT_OP_Mish)
+VMAP_OP(mish) /* x * tanh(softplus(x)) without log or tanh */
 #endif
 
 #if defined(MRT_OP_Erf)
