@@ -20,9 +20,7 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -35,17 +33,9 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import exporters as ex  # noqa: E402
 from minibuild import toolchain  # noqa: E402
 from minibuild.pipeline import Options, run_build  # noqa: E402
-from minibuild.verify import import_minirt  # noqa: E402
+from minibuild.verify import import_minirt, median_ms  # noqa: E402
 
 
-def median_ms(fn, runs: int) -> float:
-    fn()
-    times = []
-    for _ in range(max(runs, 1)):
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1000)
-    return statistics.median(times)
 
 
 def gemm_models(m: int, k: int, n: int, rng) -> dict:

@@ -18,9 +18,7 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -31,17 +29,9 @@ import numpy as np  # noqa: E402
 import exporters as ex  # noqa: E402
 from minibuild import toolchain  # noqa: E402
 from minibuild.pipeline import Options, run_build  # noqa: E402
-from minibuild.verify import import_minirt  # noqa: E402
+from minibuild.verify import import_minirt, median_ms  # noqa: E402
 
 
-def median_ms(fn, runs: int) -> float:
-    fn()  # warm-up: first touch of memory, lazy packing
-    times = []
-    for _ in range(max(runs, 1)):
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1000)
-    return statistics.median(times)
 
 
 def main() -> int:

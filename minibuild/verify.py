@@ -151,7 +151,8 @@ def _inputs_for(graph, seed: int) -> dict:
     return feeds
 
 
-def _median_ms(fn, runs: int) -> float:
+def median_ms(fn, runs: int) -> float:
+    """Median wall time of `runs` calls after one warm-up call (verify and the benches)."""
     fn()  # warm-up: first-touch of memory, lazy packing
     times = []
     for _ in range(max(runs, 1)):
@@ -217,8 +218,8 @@ def verify_model(path: Path, minirt, registry, opts, seed: int, runs: int) -> Mo
     ref = ref_sess.run([o.name for o in sess.get_outputs()], ort_feeds)
     check = ModelCheck(Path(path).stem, n_random)
     check.outputs = [compare(o.name, g, r) for o, g, r in zip(sess.get_outputs(), got, ref)]
-    check.minirt_ms = _median_ms(lambda: sess.run(None, feeds), runs)
-    check.onnxruntime_ms = _median_ms(lambda: ref_sess.run(None, ort_feeds), runs)
+    check.minirt_ms = median_ms(lambda: sess.run(None, feeds), runs)
+    check.onnxruntime_ms = median_ms(lambda: ref_sess.run(None, ort_feeds), runs)
     sess.close()
     return check
 
