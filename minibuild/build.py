@@ -61,10 +61,9 @@ def kernel_units(registry: Registry, manifest: Manifest) -> list[dict]:
         if target in seen:
             continue
         seen.add(target)
-        label = k.suffix.replace("_", ",")
         units.append({"source": e.source, "target": target, "speed": e.speed, "requires": e.requires,
-                      "defines": kernel_defines(op, k), "label": f"{op} {label}",
-                      "role": ["kernel", f"{domain}.{op}", label]})
+                      "defines": kernel_defines(op, k), "label": f"{op} {k.label}",
+                      "role": ["kernel", f"{domain}.{op}", k.label]})
     return units
 
 

@@ -51,8 +51,10 @@ class Kernel:
         return signature_name(self.types)
 
     @property
-    def dtype(self) -> str:  # the signature, as object names and reports have always keyed kernels
-        return self.signature
+    def label(self) -> str:
+        """How builds, size reports and size estimates name the object serving this
+        signature: "float32", "float32,int64", or its instantiation ("uint64", "any")."""
+        return self.suffix.replace("_", ",")
 
     @property
     def suffix(self) -> str:
@@ -84,10 +86,6 @@ class OpEntry:
     def type_constraint(self) -> str:
         """The constraint names, comma-joined ("T", "T,Tind")."""
         return ",".join(name for name, _ in self.constraints)
-
-    @property
-    def type_from(self) -> tuple[str, int]:
-        return self.constraints[0][1]
 
     def serves(self, since_version: int, signature: str) -> bool:
         return self.since_min <= since_version <= self.since_max and signature in self.kernels

@@ -114,7 +114,7 @@ def test_every_kernel_is_attributed_with_its_symbols_and_provenance(first):
     # One component per kernel object: a signature's own, or the object that serves every
     # type of its size / any type ("any" for the view ops), as the registry instantiates it.
     reg = result.scan.registry
-    wanted = {(f"{d}.{op}", reg.get(d, op).kernels[sig].suffix.replace("_", ","))
+    wanted = {(f"{d}.{op}", reg.get(d, op).kernels[sig].label)
               for d, op, sig in result.scan.manifest.kernels()}
     assert set(kernels) == wanted
     assert all(c["bytes"] > 0 for c in kernels.values())
@@ -419,3 +419,14 @@ def test_report_package_imports_nothing_above_it():
                     assert n in allowed or n == "__version__", f"{path.name} imports minibuild.{n}"
             elif isinstance(node, ast.Import):
                 assert not any(a.name.startswith("minibuild") for a in node.names), path.name
+
+
+def test_a_lone_models_marginal_bytes_hold_every_kernel(first):
+    """The only model of a build needs every kernel, including those one object serves
+    for several types (Flatten's "any"): removing it frees all of them."""
+    _, doc = first
+    (a,) = doc["artifacts"]
+    kernels = {(c["op"], c["dtype"]): c["bytes"] for c in a["components"] if c["kind"] == "kernel"}
+    assert ("ai.onnx.Flatten", "any") in kernels
+    (m,) = a["marginal"]["models"]
+    assert m["parts"]["kernels"] == sum(kernels.values())

@@ -85,8 +85,10 @@ def write_reports(opts, result) -> ReportOutcome:
     registry = result.scan.registry
     requires = {f"{e.domain}.{e.op}": list(e.requires) for e in registry.ops.values()}
     model_needs: dict[str, set[tuple[str, str]]] = {m["name"]: set() for m in result.scan.manifest.models}
-    for n in result.scan.needs:
-        model_needs.setdefault(n.model, set()).add((f"{n.domain}.{n.op}", n.dtype))
+    for n in result.scan.needs:  # keyed as the kernel objects are: by the object serving the signature
+        e = registry.get(n.domain, n.op)
+        label = e.kernels[n.signature].label if e and n.signature in e.kernels else n.signature
+        model_needs.setdefault(n.model, set()).add((f"{n.domain}.{n.op}", label))
     artifacts = []
     for tb in result.targets:
         att = attribution.attribute_target(tb)

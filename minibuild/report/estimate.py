@@ -35,7 +35,7 @@ def estimate(manifest, registry, target_name: str, table: dict) -> dict:
     kernels = []
     for d, op, sig in manifest.kernels():
         e = registry.get(d, op)
-        label = e.kernels[sig].suffix.replace("_", ",") if e and sig in e.kernels else sig
+        label = e.kernels[sig].label if e and sig in e.kernels else sig
         if (d, op, label) not in kernels:
             kernels.append((d, op, label))
     parts = {"runtime": t["runtime"], "kernels": 0, "support": 0}
