@@ -35,9 +35,23 @@ void mrt_bcast_run_f32(const mrt_bcast *p, const float *a, const float *b, float
 /* Opset < 7 broadcasting (`broadcast` = 1 on Add, Sub, Mul, Div, Pow): b is aligned
  * with a at attribute `axis` (default: trailing). When the node asks for it, b's dims
  * padded to a's rank are written to vd and *bd, *bn point at them; otherwise they are
- * left as they are. An axis that does not fit is an error naming the node. */
-mrt_status mrt_bcast_legacy_dims(mrt_ctx *ctx, const mrt_node *node, const mrt_tensor *a, const mrt_tensor *b,
-                                 int64_t vd[MRT_MAX_DIMS], const int64_t **bd, uint32_t *bn);
+ * left as they are. An axis that does not fit is an error naming the node. Inline: in
+ * each kernel's prepare it is smaller than a call into the support unit. */
+MRT_PREPARE_CODE
+static inline mrt_status mrt_bcast_legacy_dims(mrt_ctx *ctx, const mrt_node *node, const mrt_tensor *a, const mrt_tensor *b,
+                                               int64_t vd[MRT_MAX_DIMS], const int64_t **bd, uint32_t *bn) {
+  if (node->opset >= 7 || !mrt_attr_int(node, "broadcast", 0)) return MRT_STATUS_OK;
+  int64_t axis = mrt_attr_int(node, "axis", (int64_t)a->ndim - (int64_t)b->ndim);
+  if (axis < 0) axis += a->ndim;
+  if (axis < 0 || axis + b->ndim > a->ndim)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                         "legacy broadcast axis %lld does not fit input 1 (rank %u) into input 0 (rank %u)",
+                         (long long)axis, b->ndim, a->ndim);
+  for (uint32_t j = 0; j < a->ndim; j++)
+    vd[j] = (j >= axis && j < axis + b->ndim) ? b->dims[j - axis] : 1;
+  *bd = vd, *bn = a->ndim;
+  return MRT_STATUS_OK;
+}
 
 
 /*
