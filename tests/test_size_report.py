@@ -430,3 +430,39 @@ def test_a_lone_models_marginal_bytes_hold_every_kernel(first):
     assert ("ai.onnx.Flatten", "any") in kernels
     (m,) = a["marginal"]["models"]
     assert m["parts"]["kernels"] == sum(kernels.values())
+
+
+def _qdq_softmax_model() -> onnx.ModelProto:
+    """x -> Q -> DQ -> Softmax -> Q -> DQ: a quantised group minirt has no int8 kernel for."""
+    s = numpy_helper.from_array(np.array(0.05, np.float32), "s")
+    z = numpy_helper.from_array(np.array(128, np.uint8), "z")
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="q_in"),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"], name="dq_in"),
+             helper.make_node("Softmax", ["xd"], ["p"], name="softmax0", axis=-1),
+             helper.make_node("QuantizeLinear", ["p", "s", "z"], ["pq"], name="q_out"),
+             helper.make_node("DequantizeLinear", ["pq", "s", "z"], ["y"], name="dq_out")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 10])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 10])], [s, z])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_quantised_groups_left_in_float_are_reported(work):
+    """A QDQ group the build cannot lower keeps its float kernel: the terminal warns,
+    and the JSON (schema-valid) and Markdown name the model, node and reason."""
+    models = work / "qdq"
+    models.mkdir()
+    onnx.save(_qdq_softmax_model(), str(models / "net.onnx"))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = cli.main(["--models", str(models), "--out", str(work / "out_qdq"), "--abi", ABI])
+    assert code == 0, err.getvalue()
+    doc = json.loads((work / "out_qdq" / "size_report.json").read_text())
+    groups = doc["models"][0]["float_groups"]
+    assert groups == [{"op": "Softmax", "node": "softmax0", "why": "minirt has no quantised Softmax"}]
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(doc, json.loads(SCHEMA.read_text()))
+    md = (work / "out_qdq" / "size_report.md").read_text()
+    assert "### Quantised groups left in float" in md
+    assert "| net | `softmax0` | Softmax | minirt has no quantised Softmax |" in md
+    assert "warning: model net, node 'softmax0': quantised Softmax stays float: minirt has no quantised Softmax" \
+        in " ".join(err.getvalue().split())

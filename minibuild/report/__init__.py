@@ -119,6 +119,11 @@ def write_reports(opts, result) -> ReportOutcome:
     mpath = write_if_changed(out / "size_report.md", markdown.render(mdoc))
     history.append(hist_path, doc, out)
     hpath = write_if_changed(out / "size_report.html", html.render(doc, history.rows(hist_path, limit=200)))
+    for m in doc["models"]:
+        for g in m.get("float_groups", []):
+            console.print(f"[bold yellow]warning:[/] model {m['name']}, node '{g['node']}': quantised {g['op']} "
+                          "stays float: ", end="", markup=True)
+            console.print(g["why"], markup=False, highlight=False)
     for a in artifacts:
         console.print(f"[bold]size[/] {summary_line(a, width=max(100, 2 * console.width))}", markup=True, highlight=False)
     console.print(f"  size report -> {mpath.name}, {jpath.name}, {hpath.name}; history {hist_path}")

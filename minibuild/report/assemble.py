@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
 import subprocess
 from collections import defaultdict
 from pathlib import Path
@@ -154,6 +155,22 @@ def operators(manifest, artifacts: list[dict]) -> list[dict]:
     return rows
 
 
+# The QDQ lowering logs each group it leaves in float as "QDQ group around <Op> <node>
+# stays float (...): <why>"; the report lists them so nobody ships a float island in an
+# int8 model without being told.
+_FLOAT_GROUP = re.compile(r"^QDQ group around (\S+) (.+?) stays float \([^)]*\): (.*)$")
+
+
+def float_groups(rewrites: list[str]) -> list[dict]:
+    """The quantised groups of one model that stay float, with the reason."""
+    rows = []
+    for r in rewrites:
+        m = _FLOAT_GROUP.match(r)
+        if m:
+            rows.append({"op": m.group(1), "node": m.group(2), "why": m.group(3)})
+    return rows
+
+
 def build_document(*, manifest, models_dir: Path, out: Path, artifacts: list[dict], generated: str | None = None) -> dict:
     generated = generated or _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
     return {
@@ -162,7 +179,8 @@ def build_document(*, manifest, models_dir: Path, out: Path, artifacts: list[dic
         "minibuild_version": __version__,
         "manifest_hash": manifest.hash,
         "models_commit": models_commit(models_dir),
-        "models": [{"name": m["name"], "file": m["file"], "sha256": m["sha256"]} for m in manifest.models],
+        "models": [{"name": m["name"], "file": m["file"], "sha256": m["sha256"],
+                    "float_groups": float_groups(m.get("rewrites", []))} for m in manifest.models],
         "artifacts": artifacts,
         "totals": {"libraries": sum(a["file_size"] for a in artifacts),
                    "per_artifact": {a["name"]: a["file_size"] for a in artifacts}},

@@ -83,6 +83,15 @@ def render(doc: dict, top: int = 10) -> str:
                 out.append(f"| {m} | " + " | ".join(str(x["bytes"]) if x else "0" for x in rows)
                            + f" | {', '.join(only) or '-'} |")
             out.append("")
+    islands = [(m["name"], g) for m in doc.get("models", []) for g in m.get("float_groups", [])]
+    if islands:
+        out.append("### Quantised groups left in float (their DequantizeLinear/QuantizeLinear stay)")
+        out.append("")
+        out.append("| model | node | operator | why |")
+        out.append("|---|---|---|---|")
+        for model, g in islands:
+            out.append(f"| {model} | `{g['node']}` | {g['op']} | {g['why']} |")
+        out.append("")
     if base:
         rows = diff.compare(base, doc)
         changed = [r for r in rows if r.what in ("op", "component") and r.delta]
