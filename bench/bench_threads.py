@@ -4,7 +4,9 @@
                                   [--models mobilenet_v2,light_resnet50] [--json F]
 
 Builds a runtime (linux, host ABI) for MobileNetV2 (tests/models.py, 224x224) and
-the ResNet-50 of the onnx wheel's light models, then per thread count times both
+the ResNet-50 of the onnx wheel's light models (their ConstantOfShape weights
+replaced by seeded random ones, as `minibuild verify` does, so the max abs diff
+printed against onnxruntime means something), then per thread count times both
 engines on the same seeded input. The engines are interleaved in blocks of --runs
 runs, --rounds times, so load on a shared machine hits both alike; the numbers
 are medians over every run. The 1-thread phase runs before any 2-thread session
@@ -20,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import sys
 import time
@@ -35,7 +36,7 @@ import onnx  # noqa: E402
 import models  # noqa: E402
 from minibuild import toolchain  # noqa: E402
 from minibuild.pipeline import Options, run_build  # noqa: E402
-from minibuild.verify import import_minirt  # noqa: E402
+from minibuild.verify import import_minirt, randomize_constant_weights  # noqa: E402
 
 
 def feeds_for(path: Path) -> dict:
@@ -81,7 +82,8 @@ def main() -> int:
                 onnx.save(models.mobilenet_v2(), str(src / "mobilenet_v2.onnx"))
         else:
             (p,) = [p for p in models.light_model_paths() if Path(p).stem == name]
-            shutil.copy(p, src)
+            model, _ = randomize_constant_weights(onnx.load(str(p)), seed=0)
+            onnx.save(model, str(src / f"{name}.onnx"))
     opts = Options(models=src, out=args.out / "build", platforms=["linux"], abis=[toolchain.host_abi()])
     run_build(opts)
     minirt = import_minirt(opts.out)

@@ -202,31 +202,52 @@ def test_conv_resnet_block_shapes():
 
 # --- every x86_64 micro-kernel family on this machine ----------------------------------
 
-def _cpu_has_avx2_fma() -> bool:
+def _cpu_flags() -> set:
     try:
-        flags = next(l for l in open("/proc/cpuinfo") if l.startswith("flags")).split()
+        return set(next(l for l in open("/proc/cpuinfo") if l.startswith("flags")).split())
     except (OSError, StopIteration):
-        return False
-    return {"avx2", "fma"} <= set(flags)
+        return set()
+
+
+def _cpu_has_avx2_fma() -> bool:
+    return {"avx2", "fma"} <= _cpu_flags()
 
 
 x86_only = pytest.mark.skipif(toolchain.host_abi() != "x86_64",
                               reason="MINIRT_MAX_CPU_ISA selects among x86_64 micro-kernels")
 
+# Cases every capped micro-kernel family runs: GEMM sizes with edge rows and
+# columns and several k blocks, then depthwise 3x3 (stride 1 and 2) and a
+# 7x7 stride-2 stem through im2col, and pointwise ones at the projection
+# shapes of MobileNetV2 (few output channels, wide images, N not a tile multiple).
+CAP_GEMMS = [(7, 17, 257), (13, 33, 600), (130, 70, 30), (16, 97, 40)]
+CAP_CONVS = [CONV_CASES[i] for i in (2, 3, 12, 4)] + [
+    ((1, 32, 21, 23), (16, 32, 1, 1), {}),
+    ((1, 144, 11, 13), (24, 144, 1, 1), {}),
+    ((1, 40, 7, 7), (200, 40, 1, 1), {}),
+]
+
 
 @x86_only
-@pytest.mark.parametrize("case", range(6))
-def test_sse_kernels(case, monkeypatch):
-    """MINIRT_MAX_CPU_ISA=sse runs the SSE tiles and depthwise planes that a CPU
-    without AVX2 gets; they must match onnxruntime as well."""
-    monkeypatch.setenv("MINIRT_MAX_CPU_ISA", "sse")
-    if case < 3:
-        m, n, k = [(7, 17, 257), (13, 33, 600), (130, 70, 30)][case]
+@pytest.mark.parametrize("isa", ["native", "sse", "avx2"])
+@pytest.mark.parametrize("case", range(len(CAP_GEMMS) + len(CAP_CONVS)))
+def test_capped_kernels(isa, case, monkeypatch):
+    """MINIRT_MAX_CPU_ISA=sse / =avx2 run the SSE / AVX2 tiles and depthwise
+    planes that a CPU without AVX2 / AVX-512 gets; they must match onnxruntime
+    as well as the widest family (native: AVX-512F where the CPU has it)."""
+    if isa == "avx2" and not _cpu_has_avx2_fma():
+        pytest.skip("needs a CPU with AVX2 and FMA")
+    if isa == "native":
+        monkeypatch.delenv("MINIRT_MAX_CPU_ISA", raising=False)
+    else:
+        monkeypatch.setenv("MINIRT_MAX_CPU_ISA", isa)
+    if case < len(CAP_GEMMS):
+        m, n, k = CAP_GEMMS[case]
         feeds = {"a": randn(m, k)}
         nodes, extra = with_activation("Gemm", ["a", "b", "c"], "Relu" if case == 1 else None, transB=1)
         check(model_of(nodes, feeds, {"b": randn(n, k), "c": randn(n), **extra}), feeds)
     else:
-        x_shape, w_shape, attrs = [CONV_CASES[i] for i in (2, 12, 4)][case - 3]
+        x_shape, w_shape, attrs = CAP_CONVS[case - len(CAP_GEMMS)]
         feeds = {"x": randn(*x_shape)}
         nodes, extra = with_activation("Conv", ["x", "w", "b"], (0.0, 6.0), **attrs)
         check(model_of(nodes, feeds, {"w": randn(*w_shape), "b": randn(w_shape[0]), **extra}), feeds)

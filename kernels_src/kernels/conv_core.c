@@ -12,6 +12,7 @@
 typedef float mrt_v4f __attribute__((vector_size(16)));
 #if defined(__x86_64__)
 typedef float mrt_v8f __attribute__((vector_size(32)));
+typedef float mrt_v16f __attribute__((vector_size(64)));
 #endif
 
 static size_t mrt_round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
@@ -228,6 +229,7 @@ typedef void (*mrt_dw_plane_fn)(const mrt_conv_params *p, const float *buf, cons
 #if defined(__x86_64__)
 MRT_DW_PLANE(mrt_conv_dw_plane__sse, , mrt_v4f, 4)
 MRT_DW_PLANE(mrt_conv_dw_plane__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8)
+MRT_DW_PLANE(mrt_conv_dw_plane__avx512, __attribute__((target("avx512f,avx2,fma"))), mrt_v16f, 16)
 #else
 MRT_DW_PLANE(mrt_conv_dw_plane, , mrt_v4f, 4)
 #endif
@@ -492,7 +494,9 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
   if (p->path == MRT_CONV_DEPTHWISE) {
     /* On the vector ISA of the GEMM kernel prepare chose. */
 #if defined(__x86_64__)
-    const mrt_dw_plane_fn plane = p->kern == &mrt_sgemm_avx2 ? mrt_conv_dw_plane__avx2 : mrt_conv_dw_plane__sse;
+    const mrt_dw_plane_fn plane = p->kern == &mrt_sgemm_avx512 ? mrt_conv_dw_plane__avx512
+                                  : p->kern == &mrt_sgemm_avx2 ? mrt_conv_dw_plane__avx2
+                                                               : mrt_conv_dw_plane__sse;
 #else
     const mrt_dw_plane_fn plane = mrt_conv_dw_plane;
 #endif

@@ -63,6 +63,8 @@ const mrt_sgemm_kernel *mrt_sgemm_kernel_select(void);
  * (depthwise Conv) use them when the selected GEMM kernel is this one, so
  * the CPU check and MINIRT_MAX_CPU_ISA decide for them too. */
 extern const mrt_sgemm_kernel mrt_sgemm_avx2;
+/* The AVX-512F family (8 x 48 tiles), the same way. */
+extern const mrt_sgemm_kernel mrt_sgemm_avx512;
 #endif
 
 /* Packs rows k0..k0+kc, columns j0..j0+nc of a custom operand into nr panels
