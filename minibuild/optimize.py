@@ -1049,6 +1049,34 @@ def _ms_concat(node, vi):
     return [(vi[node.input[2]][0], tuple(out))]
 
 
+def _ms_avgpool(node, vi):
+    """QLinearAveragePool's output shape, as onnxruntime computes it (channels_last:
+    [N, D1.., C]; ceil_mode never starts a window in the end padding)."""
+    t, x = vi[node.input[0]]
+    cl = bool(_attr(node, "channels_last", 0))
+    sp = list(x[1:-1] if cl else x[2:])
+    k = list(_attr(node, "kernel_shape"))
+    s = list(_attr(node, "strides", [1] * len(k)))
+    pads = list(_attr(node, "pads", [0] * 2 * len(k)))
+    auto = _attr(node, "auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    ceil = bool(_attr(node, "ceil_mode", 0))
+    out = []
+    for i, n in enumerate(sp):
+        if auto in ("SAME_UPPER", "SAME_LOWER"):
+            out.append(-(-n // s[i]))
+            continue
+        pb, pe = (0, 0) if auto == "VALID" else (pads[i], pads[i + len(k)])
+        room = n + pb + pe - k[i]
+        if room < 0:
+            return [(t, None)]
+        o = (-(-room // s[i]) if ceil else room // s[i]) + 1
+        if ceil and (o - 1) * s[i] >= n + pb:
+            o -= 1
+        out.append(o)
+    return [(t, (x[0], *out, x[-1]) if cl else (x[0], x[1], *out))]
+
+
 _MS_SHAPES = {
     "QLinearAdd": lambda n, vi: [(vi[n.input[0]][0], _bcast_shape(vi[n.input[0]][1], vi[n.input[3]][1]))],
     "QLinearMul": lambda n, vi: [(vi[n.input[0]][0], _bcast_shape(vi[n.input[0]][1], vi[n.input[3]][1]))],
@@ -1057,6 +1085,7 @@ _MS_SHAPES = {
     "QLinearLeakyRelu": lambda n, vi: [vi[n.input[0]]],
     "QGemm": _ms_qgemm,
     "QLinearConcat": _ms_concat,
+    "QLinearAveragePool": _ms_avgpool,
 }
 
 
