@@ -144,9 +144,7 @@ def main(argv=None) -> int:
             console.print(f"manifest: {len(res.manifest.entries)} entries -> {Path(args.out) / 'manifest'}")
             return 0
         if command == "build":
-            from .pipeline import run_build
-            run_build(opts)
-            return 0
+            return _noop_or(_stamp([opts], Path(args.out) / "build"), lambda: _run_build(opts), opts.profile)
         if command == "verify":
             from .verify import run_verify
             return run_verify(opts, json_path=args.json, seed=args.seed, runs=args.runs)
@@ -210,7 +208,56 @@ def _build_workspace(args) -> int:
             options_mod.check(opts)
         except ValueError as e:
             raise MinibuildError(f"{path}: targets.{name}: {e}") from None
-    run_builds(list(chosen.values()), profile=args.profile, build_root=ws.out / ".build", labels=list(chosen))
+    def go():
+        run_builds(list(chosen.values()), profile=args.profile, build_root=ws.out / ".build", labels=list(chosen))
+    stamp = _stamp(list(chosen.values()), ws.out / ".build", extra=[path], names=list(chosen))
+    return _noop_or(stamp, go, args.profile)
+
+
+def _run_build(opts):
+    from .pipeline import run_build
+    run_build(opts)
+
+
+# Options that change nothing a build writes: not part of the no-op stamp's key.
+_NOT_IN_KEY = ("jobs", "verbose", "profile", "remote_cache", "remote_headers", "remote_read_only")
+
+
+def _stamp(all_opts, state: Path, extra=(), names=()):
+    """The no-op stamp of a build of `all_opts` (minibuild/stamp.py)."""
+    import dataclasses
+    from .stamp import Stamp
+    key, inputs, outputs = [list(names)], list(extra), [state]
+    for o in all_opts:
+        d = {k: v for k, v in dataclasses.asdict(o).items() if k not in _NOT_IN_KEY}
+        key.append(d)
+        inputs.append(Path(o.models))
+        inputs += [Path(f) for f in (o.model_files or [])]
+        for f in (o.size_budget, o.size_baseline):
+            if f is not None and Path(str(f)).is_file():
+                inputs.append(Path(str(f)))
+        outputs.append(Path(o.out))
+    return Stamp(key, inputs, outputs, state)
+
+
+def _noop_or(stamp, build, profile) -> int:
+    """Skip the build when its stamp says nothing changed; else build and stamp it."""
+    import time
+    t0 = time.time()
+    why = stamp.up_to_date()
+    if why is None:
+        print(f"up to date: nothing changed since the last build; 0 action(s) run (0 from the local cache, "
+              f"0 from the remote cache, 0 executed) in {time.time() - t0:.2f}s", file=sys.stderr)
+        if profile:
+            from .profile import Profile
+            prof = Profile()
+            prof.add("no-op check (stamp): up to date", "stamp", t0, time.time())
+            prof.write(profile)
+        return 0
+    snap = stamp.snapshot()   # before the build: an edit made while it runs is seen next time
+    stamp.invalidate()
+    build()
+    stamp.write(snap)
     return 0
 
 

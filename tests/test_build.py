@@ -195,3 +195,97 @@ def _failing_link(real):
             s["command"] = s["command"] + [str(tdir / "obj" / "missing.o")]
         return out
     return steps
+
+
+# --- the no-op stamp (minibuild/stamp.py): a second `minibuild` with no change ends at once
+
+def _cli_build(models_dir, out, *extra):
+    assert cli.main(["--models", str(models_dir), "--out", str(out), "--abi", toolchain.host_abi(), *extra]) == 0
+
+
+def _stamp_of(models_dir, out, *extra):
+    """The stamp the command line checks for these arguments."""
+    from minibuild.options import Options, parse_fix_dims
+    fix = [extra[i + 1] for i, a in enumerate(extra) if a == "--fix-dim"]
+    opts = Options(models=Path(models_dir), out=Path(out), platforms=["linux"], abis=[toolchain.host_abi()],
+                   fixed_dims=parse_fix_dims(fix or None), messages="--no-messages" not in extra)
+    return cli._stamp([opts], Path(out) / "build")
+
+
+def test_no_op_stamp_skips_the_build_and_any_change_undoes_it(classifier_dir, tmp_path, capsys, monkeypatch):
+    from minibuild import resources, stamp as stamp_mod
+    site = tmp_path / "site-packages"      # stands for the venv's: pip adds and renames folders in it
+    site.mkdir()
+    monkeypatch.setattr(stamp_mod, "_site_dirs", lambda: [str(site)])
+    models_dir = tmp_path / "models"
+    shutil.copytree(classifier_dir, models_dir)
+    out = tmp_path / "out"
+    _cli_build(models_dir, out)
+    capsys.readouterr()
+    history = out / "size_history.sqlite"
+    before = history.read_bytes()
+    _cli_build(models_dir, out)
+    err = capsys.readouterr().err
+    assert "up to date: nothing changed" in err and " 0 action(s) run (" in err
+    assert history.read_bytes() == before          # nothing ran: no size report, no history row
+    st = _stamp_of(models_dir, out)
+    assert st.up_to_date() is None
+
+    def changed(why_part, undo):
+        why = st.up_to_date()
+        assert why is not None and why_part in why, why
+        undo()
+        assert st.up_to_date() is None
+
+    # A touched model whose bytes are the same is still up to date; other bytes are not.
+    model = models_dir / "small_classifier.onnx"
+    data = model.read_bytes()
+    os.utime(model, ns=(1, 1))
+    assert st.up_to_date() is None
+    model.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    changed("small_classifier.onnx changed", lambda: model.write_bytes(data))
+    # A new model (or external data file) in the folder.
+    (models_dir / "second.onnx").write_bytes(data)
+    changed("added or removed", lambda: (models_dir / "second.onnx").unlink())
+    # An option.
+    assert _stamp_of(models_dir, out, "--no-messages").up_to_date() == "no stamp"
+    # A registry file, a kernel source, a template, minibuild's own code: each is read by the check.
+    for rel in ("ops_registry/Relu.yaml", "kernels_src/kernels/pool.c", "templates/registry.c.j2",
+                "SConstruct"):
+        f = resources.path(rel)
+        assert str(f) in st.files or any(str(f).startswith(t + os.sep) for t in st.trees), rel
+    trees = st.trees
+    fake = tmp_path / "fake_kernels"
+    fake.mkdir()
+    (fake / "k.c").write_text("int k;\n")
+    monkeypatch.setattr(stamp_mod, "_tool_inputs", lambda: (trees + [str(fake)], []))
+    st2 = _stamp_of(models_dir, out)
+    st2.write(st2.snapshot())
+    assert st2.up_to_date() is None
+    (fake / "k.c").write_text("int k2;\n")
+    why = st2.up_to_date()
+    assert why and "k.c changed" in why
+    monkeypatch.setattr(stamp_mod, "_tool_inputs", lambda: (trees, []))
+    st.write(st.snapshot())      # st2 shares st's key, so it took st's file
+    # The toolchain or any Python package installed or upgraded (zig comes from ziglang's wheel).
+    mtime = site.stat().st_mtime_ns
+    (site / "ziglang-0.99.dist-info").mkdir()
+    os.utime(site, ns=(mtime + 10**9, mtime + 10**9))
+    assert st.up_to_date() == "Python, its packages or the JDK changed"
+    # An output removed or changed: the build runs again and puts it back.
+    (site / "ziglang-0.99.dist-info").rmdir()
+    os.utime(site, ns=(mtime, mtime))
+    assert st.up_to_date() is None
+    lib = out / "linux" / toolchain.host_abi() / "lib" / "libminirt.so"
+    lib.unlink()
+    assert st.up_to_date() == "an output was changed or removed"
+    _cli_build(models_dir, out)
+    assert lib.is_file() and "up to date: nothing changed" not in capsys.readouterr().err
+    # A real model change through the command line rebuilds.
+    _save(_elementwise_model(), models_dir, "extra")
+    capsys.readouterr()
+    _cli_build(models_dir, out)
+    err = capsys.readouterr().err
+    assert "up to date: nothing changed" not in err and (out / "models" / "extra.mrt").is_file()
+    _cli_build(models_dir, out)
+    assert "up to date: nothing changed" in capsys.readouterr().err
