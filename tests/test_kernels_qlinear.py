@@ -70,6 +70,43 @@ def test_qlinearconv(xt, wt, c, m, group, k, stride, pad):
     _check(model, {"x": x})
 
 
+ISAS = [None, "avxvnni", "avx2", "sse"]  # qgemm families on x86_64: best (AVX512-VNNI here), AVX-VNNI, AVX2, SSE
+
+
+@pytest.fixture
+def isa(request, monkeypatch):
+    if request.param:
+        monkeypatch.setenv("MINIRT_MAX_CPU_ISA", request.param)
+    else:
+        monkeypatch.delenv("MINIRT_MAX_CPU_ISA", raising=False)
+    return request.param
+
+
+# (c, m, group, k, stride, pad, dilation, h, w): full and partial GEMM panels and tiles, a
+# 1x1 stride-1 read in place and a 1x1 stride 2, a 7x7 stride-2 stem (four stride phases),
+# dilation, groups, depthwise at stride 1 and 2 down to a 2x2 plane
+CONV_SHAPES = [(32, 40, 1, 3, 1, 1, 1, 16, 16), (16, 24, 1, 1, 1, 0, 1, 20, 20), (16, 24, 1, 1, 2, 0, 1, 15, 17),
+               (3, 16, 1, 7, 2, 3, 1, 37, 29), (8, 16, 1, 3, 1, 2, 2, 13, 12), (16, 32, 4, 3, 2, 1, 1, 14, 15),
+               (24, 24, 24, 3, 2, 1, 1, 33, 31), (40, 40, 40, 3, 1, 1, 1, 2, 2), (16, 16, 16, 5, 1, 4, 2, 19, 9)]
+
+
+@pytest.mark.parametrize("isa", ISAS, indirect=True)
+@pytest.mark.parametrize("xt, wt", [(np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.int8)])
+@pytest.mark.parametrize("shape", CONV_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_qlinearconv_every_qgemm_family(isa, xt, wt, shape):
+    c, m, group, k, stride, pad, dil, ih, iw = shape
+    x = _q((1, c, ih, iw), xt)
+    w = _q((m, c // group, k, k), wt)
+    ext = (k - 1) * dil + 1
+    h, wd = (ih + 2 * pad - ext) // stride + 1, (iw + 2 * pad - ext) // stride + 1
+    consts = {"xs": _scale(), "xz": _q((), xt), "w": w, "ws": _scale(m),
+              "wz": np.zeros(m, wt) if wt == np.int8 else _q((m,), wt),
+              "ys": np.array(0.3, np.float32), "yz": _q((), xt), "b": RNG.integers(-2000, 2000, m).astype(np.int32)}
+    model = _model("QLinearConv", {"x": x}, consts, [1, m, h, wd], NP[xt], group=group, strides=[stride] * 2,
+                   pads=[pad] * 4, dilations=[dil] * 2, _order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"])
+    _check(model, {"x": x})
+
+
 def test_qlinearmatmul_per_column():
     a = _q((2, 5, 24), np.uint8)
     consts = {"as": _scale(), "az": _q((), np.uint8), "b": _q((24, 10), np.int8), "bs": _scale(10),

@@ -75,6 +75,22 @@ static inline mrt_status mrt_q_zero_point(mrt_ctx *ctx, const mrt_node *node, ui
   return MRT_STATUS_OK;
 }
 
+/* Pair dot products of int16 lanes: lane i = acc[i] + x[2i] y[2i] + x[2i+1] y[2i+1]
+ * (pmaddwd on x86, smull/smlal on NEON). */
+typedef int32_t mrt_q_v4i __attribute__((vector_size(16)));
+typedef int16_t mrt_q_v8h __attribute__((vector_size(16)));
+static inline mrt_q_v4i mrt_q_madd(mrt_q_v4i acc, mrt_q_v8h x, mrt_q_v8h y) {
+#if defined(__x86_64__) || defined(__SSE2__)
+  return acc + (mrt_q_v4i)__builtin_ia32_pmaddwd128(x, y);
+#else
+  const mrt_q_v4i xe = __builtin_convertvector(__builtin_shufflevector(x, x, 0, 2, 4, 6), mrt_q_v4i);
+  const mrt_q_v4i xo = __builtin_convertvector(__builtin_shufflevector(x, x, 1, 3, 5, 7), mrt_q_v4i);
+  const mrt_q_v4i ye = __builtin_convertvector(__builtin_shufflevector(y, y, 0, 2, 4, 6), mrt_q_v4i);
+  const mrt_q_v4i yo = __builtin_convertvector(__builtin_shufflevector(y, y, 1, 3, 5, 7), mrt_q_v4i);
+  return acc + xe * ye + xo * yo;
+#endif
+}
+
 static inline int32_t mrt_q_min(mrt_dtype dt) { return dt == MRT_DTYPE_INT8 ? -128 : 0; }
 static inline int32_t mrt_q_max(mrt_dtype dt) { return dt == MRT_DTYPE_INT8 ? 127 : 255; }
 

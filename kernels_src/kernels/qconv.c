@@ -8,15 +8,18 @@
  *
  * as onnxruntime computes it (the scale product rounded to float in that order,
  * the accumulator converted to float before scaling, so results agree exactly).
- * The sum is the qgemm support unit's: prepare packs each group's constant
- * weights once (A = M/group x K, per-row zero points folded in); run writes the
- * group's K x (OH*OW) column matrix as bytes, padding with zx so a padded tap adds
- * 0 (a 1x1 stride-1 unpadded convolution reads x in place), multiplies, and
- * requantises the int32 result with the bias added. A depthwise convolution (one
- * input and one output channel per group) would be a GEMM of one row per channel,
- * all packing; it runs directly instead, over a zero-bordered int16 copy of the
- * plane holding x - zx, one tap at a time across each output row (the same exact
- * int32 sums).
+ * The sum is the qgemm support unit's, B read in place: the input is copied once
+ * per call into planes padded with zx (a padded tap adds 0), one per stride phase a
+ * tap uses, each as wide as the output plus the kernel's reach (gw), so that tap
+ * (c, ky, kx) over every output pixel is one contiguous run of a plane, a row of B
+ * whose offset prepare tabulates. qgemm packs those rows straight into its
+ * micro-kernel's layout and requantises each tile as it leaves the micro-kernel,
+ * dropping the grid's gw - ow extra columns; a 1x1 stride-1 unpadded convolution
+ * reads x itself. Prepare packs each group's constant weights once (A = M/group x
+ * K, per-row zero points folded in). A depthwise convolution (one input and one
+ * output channel per group) would be a GEMM of one row per channel; it runs on the
+ * same planes directly, eight pixels at a time, two taps per pair dot product
+ * (x times w - zw, the zx * sum(w - zw) term folded into the bias at prepare).
  */
 #include "qcommon.h"
 #include "qgemm.h"
@@ -33,14 +36,19 @@ typedef struct qconv_params {
   size_t ih, iw, oh, ow, kh, kw, sh, sw, dh, dw;
   ptrdiff_t ph, pw;
   int32_t zx, zy, lo, hi;
-  int direct;       /* 1x1, stride 1, no pads: x is the column matrix */
-  int depthwise;    /* one input and one output channel per group: see dw_plane */
-  size_t rh, rw;    /* depthwise: the padded plane's rows and columns */
-  int16_t *wd;      /* depthwise: [c_out][kh * kw] w - zw */
+  int direct;       /* 1x1, stride 1, no pads: x is B */
+  int depthwise;    /* one input and one output channel per group */
+  size_t gw, rhp;   /* the padded planes' width (the GEMM's grid) and rows */
+  size_t nph;       /* stride phases the taps use */
+  size_t *phase;    /* [nph]: py * sw + px of each */
+  size_t plane, chan_bytes, planes_bytes; /* a plane, a channel's nph planes, all with slack */
+  size_t *off;      /* [kdim]: B row (c, ky, kx) in a group's planes (direct: in x) */
+  size_t acc_bytes;  /* depthwise: a thread's int32 grid */
+  int16_t *wd;      /* depthwise: [c_out][kpair * 2] w - zw, taps in pairs (a last odd one with 0) */
+  size_t kpair;
   char *w;          /* per group, w_stride bytes apart: the weights packed for kern */
   size_t w_stride;
-  size_t col_bytes, acc_bytes; /* scratch: column matrix, int32 result, then qgemm's */
-  int32_t *bias;    /* [c_out] */
+  int32_t *bias;    /* [c_out] (depthwise: minus zx * sum(w - zw)) */
   float *scale;     /* [c_out]: sx * sw[m] / sy */
 } qconv_params;
 
@@ -136,145 +144,171 @@ mrt_status MRT_KERNEL(mrt_qlinearconv_prepare)(mrt_node *node, mrt_ctx *ctx) {
     p->scale[m] = sx[0] * sw[nsw == 1 ? 0 : m] / sy[0];
   }
   p->lo = mrt_q_min(MRT_T2_DTYPE), p->hi = mrt_q_max(MRT_T2_DTYPE);
-  const size_t ohw = p->oh * p->ow;
+  const size_t threads = mrt_ctx_threads(ctx);
   p->depthwise = p->cg == 1 && p->mg == 1 && p->kdim > 1;
+  p->off = mrt_ctx_alloc(ctx, (p->kdim + 1) * sizeof *p->off);
+  if (!p->off) return MRT_STATUS_OUT_OF_MEMORY;
+  if (p->direct) {
+    p->gw = p->ow, p->rhp = p->oh;
+    for (size_t i = 0; i < p->kdim; i++) p->off[i] = i * p->ih * p->iw;
+  } else {
+    /* output (oy, ox) tap (ky, kx) reads padded (oy sh + ky dh, ox sw + kx dw): phase
+     * ((ky dh) % sh, (kx dw) % sw) at (oy + ky dh / sh, ox + kx dw / sw) */
+    p->gw = p->ow + (p->kw - 1) * p->dw / p->sw, p->rhp = p->oh + (p->kh - 1) * p->dh / p->sh;
+    p->plane = p->rhp * p->gw;
+    p->phase = mrt_ctx_alloc(ctx, p->kh * p->kw * sizeof *p->phase);
+    if (!p->phase) return MRT_STATUS_OUT_OF_MEMORY;
+    for (size_t ky = 0; ky < p->kh; ky++)
+      for (size_t kx = 0; kx < p->kw; kx++) {
+        const size_t ry = ky * p->dh, rx = kx * p->dw, key = ry % p->sh * p->sw + rx % p->sw;
+        size_t u = 0;
+        while (u < p->nph && p->phase[u] != key) u++;
+        if (u == p->nph) p->phase[p->nph++] = key;
+      }
+    for (size_t ky = 0; ky < p->kh; ky++)
+      for (size_t kx = 0; kx < p->kw; kx++) {
+        const size_t ry = ky * p->dh, rx = kx * p->dw, key = ry % p->sh * p->sw + rx % p->sw;
+        size_t u = 0;
+        while (p->phase[u] != key) u++;
+        for (size_t c = 0; c < p->cg; c++)
+          p->off[(c * p->kh + ky) * p->kw + kx] = (c * p->nph + u) * p->plane + ry / p->sh * p->gw + rx / p->sw;
+      }
+    p->chan_bytes = p->nph * p->plane;
+    /* slack: a grid row's reach past a plane and a vector's read past the grid */
+    p->planes_bytes = (p->c_in * p->chan_bytes + p->gw + 64 + 63) / 64 * 64;
+  }
+  const size_t n_grid = p->oh * p->gw;
+  p->kern = mrt_qgemm_kernel_select();
   if (p->depthwise) {
-    p->rh = (p->oh - 1) * p->sh + (p->kh - 1) * p->dh + 1;
-    p->rw = (p->ow - 1) * p->sw + (p->kw - 1) * p->dw + 1;
-    p->wd = mrt_ctx_alloc(ctx, p->c_out * p->kdim * sizeof *p->wd);
+    p->kpair = (p->kdim + 1) / 2;
+    p->wd = mrt_ctx_alloc(ctx, p->c_out * p->kpair * 2 * sizeof *p->wd);
     if (!p->wd) return MRT_STATUS_OUT_OF_MEMORY;
     const wq_t *wv = w->data;
-    for (size_t i = 0; i < p->c_out * p->kdim; i++) p->wd[i] = (int16_t)((int32_t)wv[i] - zw[i / p->kdim]);
-    p->col_bytes = (p->rh * p->rw * sizeof(int16_t) + 63) / 64 * 64;
-    p->acc_bytes = (ohw * sizeof(int32_t) + 63) / 64 * 64;
-    mrt_ctx_request_scratch(ctx, p->col_bytes + p->acc_bytes);
+    for (size_t m = 0; m < p->c_out; m++) {
+      uint32_t wsum = 0;
+      for (size_t t = 0; t < p->kdim; t++) {
+        const int16_t v = (int16_t)((int32_t)wv[m * p->kdim + t] - zw[m]);
+        p->wd[m * p->kpair * 2 + t] = v;
+        wsum += (uint32_t)(int32_t)v;
+      }
+      p->bias[m] = (int32_t)((uint32_t)p->bias[m] - (uint32_t)p->zx * wsum);
+    }
+    p->off[p->kdim] = p->off[0]; /* an odd last tap's partner, weight 0 */
+    p->acc_bytes = ((n_grid + 31) / 32 * 32 * sizeof(int32_t) + 63) / 64 * 64;
+    mrt_ctx_request_scratch(ctx, p->planes_bytes + threads * p->acc_bytes);
     node->params = p;
     return MRT_STATUS_OK;
   }
-  p->kern = mrt_qgemm_kernel_select();
   p->w_stride = (mrt_qgemm_packed_a_size(p->kern, p->mg, p->kdim) + 63) / 64 * 64;
   p->w = mrt_ctx_alloc(ctx, p->group * p->w_stride); /* 64-byte aligned */
   if (!p->w) return MRT_STATUS_OUT_OF_MEMORY;
   for (size_t g = 0; g < p->group; g++) {
     const mrt_qgemm_src src = {NULL, (const wq_t *)w->data + g * p->mg * p->kdim, p->kdim, 1,
-                               MRT_T1_DTYPE == MRT_DTYPE_INT8, zw + g * p->mg, p->mg};
+                               MRT_T1_DTYPE == MRT_DTYPE_INT8, zw + g * p->mg, p->mg, NULL};
     mrt_qgemm_pack_a(p->kern, p->mg, p->kdim, &src, p->w + g * p->w_stride);
   }
-  p->col_bytes = p->direct ? 0 : (p->kdim * ohw * sizeof(xq_t) + 63) / 64 * 64;
-  p->acc_bytes = (p->mg * ohw * sizeof(int32_t) + 63) / 64 * 64;
-  mrt_ctx_request_scratch(ctx, p->col_bytes + p->acc_bytes + mrt_qgemm_scratch_size(p->kern, p->mg, ohw, p->kdim, 1, 0));
+  mrt_ctx_request_scratch(ctx, p->planes_bytes + mrt_qgemm_scratch_size(p->kern, p->mg, n_grid, p->kdim, 1, 0));
   node->params = p;
   return MRT_STATUS_OK;
 }
 
-/* The K x (OH*OW) column matrix of one group: row (c, ky, kx) holds that tap of
- * channel c at every output pixel; outside the input, zx. */
-static void im2col(const qconv_params *p, const xq_t *x, xq_t *MRT_RESTRICT col) {
-  const size_t ohw = p->oh * p->ow;
-  const xq_t fill = (xq_t)p->zx;
-  for (size_t c = 0; c < p->cg; c++)
-    for (size_t ky = 0; ky < p->kh; ky++)
-      for (size_t kx = 0; kx < p->kw; kx++) {
-        xq_t *dst = col + ((c * p->kh + ky) * p->kw + kx) * ohw;
-        for (size_t oy = 0; oy < p->oh; oy++, dst += p->ow) {
-          const ptrdiff_t iy = (ptrdiff_t)(oy * p->sh + ky * p->dh) - p->ph;
-          if (iy < 0 || iy >= (ptrdiff_t)p->ih) {
-            for (size_t ox = 0; ox < p->ow; ox++) dst[ox] = fill;
-            continue;
-          }
-          const xq_t *src = x + (c * p->ih + (size_t)iy) * p->iw;
-          /* ox in [ox0, ox1) reads inside the row: no test per pixel */
-          const ptrdiff_t off = (ptrdiff_t)(kx * p->dw) - p->pw, sw = (ptrdiff_t)p->sw;
-          const ptrdiff_t first = off < 0 ? (-off + sw - 1) / sw : 0;
-          const ptrdiff_t last = (ptrdiff_t)p->iw - 1 - off; /* ox * sw <= last */
-          size_t ox0 = (size_t)first, ox1 = last < 0 ? 0 : (size_t)(last / sw + 1);
-          if (ox1 > p->ow) ox1 = p->ow;
-          if (ox0 > ox1) ox0 = ox1;
-          for (size_t ox = 0; ox < ox0; ox++) dst[ox] = fill;
-          if (sw == 1)
-            memcpy(dst + ox0, src + (ptrdiff_t)ox0 + off, (ox1 - ox0) * sizeof *dst);
-          else
-            for (size_t ox = ox0; ox < ox1; ox++) dst[ox] = src[(ptrdiff_t)ox * sw + off];
-          for (size_t ox = ox1; ox < p->ow; ox++) dst[ox] = fill;
+/* Every channel's padded phase planes: plane (py, px) row r, column c holds
+ * x[r sh + py - ph][c sw + px - pw], or zx outside x. */
+static void build_planes(const qconv_params *p, const uint8_t *x, uint8_t *MRT_RESTRICT buf) {
+  const uint8_t fill = (uint8_t)p->zx;
+  const size_t sh = p->sh, sw = p->sw, gw = p->gw, ihw = p->ih * p->iw;
+  for (size_t u = 0; u < p->nph; u++) {
+    const size_t py = p->phase[u] / sw, px = p->phase[u] % sw;
+    const ptrdiff_t d = p->pw - (ptrdiff_t)px, e = (ptrdiff_t)p->iw + d;
+    size_t cl = d > 0 ? (size_t)((d + (ptrdiff_t)sw - 1) / (ptrdiff_t)sw) : 0;
+    size_t ch = e > 0 ? (size_t)((e + (ptrdiff_t)sw - 1) / (ptrdiff_t)sw) : 0;
+    if (ch > gw) ch = gw;
+    if (cl > ch) cl = ch;
+    for (size_t c = 0; c < p->c_in; c++) {
+      uint8_t *pl = buf + c * p->chan_bytes + u * p->plane;
+      for (size_t r = 0; r < p->rhp; r++) {
+        uint8_t *row = pl + r * gw;
+        const ptrdiff_t iy = (ptrdiff_t)(r * sh + py) - p->ph;
+        if (iy < 0 || iy >= (ptrdiff_t)p->ih) {
+          memset(row, fill, gw);
+          continue;
         }
+        const uint8_t *src = x + c * ihw + (size_t)iy * p->iw + (ptrdiff_t)(cl * sw) - d;
+        memset(row, fill, cl);
+        if (sw == 1)
+          memcpy(row + cl, src, ch - cl);
+        else
+          for (size_t t = 0; t < ch - cl; t++) row[cl + t] = src[t * sw];
+        memset(row + ch, fill, gw - ch);
       }
+    }
+  }
+  memset(buf + p->c_in * p->chan_bytes, fill, p->planes_bytes - p->c_in * p->chan_bytes);
 }
 
-/* One depthwise channel: buf is the plane as x - zx inside a border of zeros
- * (a padded tap adds 0), acc the output plane's int32 sums. */
-static void dw_plane(const qconv_params *p, const xq_t *x, const int16_t *w, int16_t *MRT_RESTRICT buf,
-                     int32_t *MRT_RESTRICT acc) {
-  const size_t rh = p->rh, rw = p->rw, oh = p->oh, ow = p->ow, sw = p->sw;
-  for (size_t r = 0; r < rh; r++) {
-    const ptrdiff_t iy = (ptrdiff_t)r - p->ph;
-    int16_t *row = buf + r * rw;
-    if (iy < 0 || iy >= (ptrdiff_t)p->ih) {
-      memset(row, 0, rw * sizeof *row);
-      continue;
+typedef struct qconv_dw_job {
+  const qconv_params *p;
+  const uint8_t *planes;
+  yq_t *y;
+  char *scratch;
+  size_t per_task;
+} qconv_dw_job;
+
+/* Depthwise channels [m0, m1) of one image. */
+static void dw_channels(const qconv_params *p, const uint8_t *planes, yq_t *y, int32_t *MRT_RESTRICT acc,
+                        size_t m0, size_t m1) {
+  const size_t gw = p->gw, oh = p->oh, ow = p->ow;
+  for (size_t m = m0; m < m1; m++) {
+    mrt_qgemm_depthwise(p->kern, oh * gw, planes + m * p->chan_bytes, MRT_T0_DTYPE == MRT_DTYPE_INT8, p->off,
+                        p->kpair, p->wd + m * p->kpair * 2, acc);
+    const uint32_t bias = (uint32_t)p->bias[m];
+    const float sc = p->scale[m];
+    yq_t *ym = y + m * oh * ow;
+    for (size_t gy = 0; gy < oh; gy++) {
+      const int32_t *a = acc + gy * gw;
+      yq_t *yr = ym + gy * ow;
+      for (size_t j = 0; j < ow; j++)
+        yr[j] = (yq_t)mrt_q_requant((int32_t)((uint32_t)a[j] + bias), sc, p->zy, p->lo, p->hi);
     }
-    const xq_t *src = x + (size_t)iy * p->iw;
-    for (size_t c = 0; c < rw; c++) {
-      const ptrdiff_t ix = (ptrdiff_t)c - p->pw;
-      row[c] = ix >= 0 && ix < (ptrdiff_t)p->iw ? (int16_t)((int32_t)src[ix] - p->zx) : 0;
-    }
-  }
-  for (size_t oy = 0; oy < oh; oy++) {
-    int32_t *a = acc + oy * ow;
-    for (size_t ox = 0; ox < ow; ox++) a[ox] = 0;
-    for (size_t ky = 0; ky < p->kh; ky++)
-      for (size_t kx = 0; kx < p->kw; kx++) {
-        const int32_t wv = w[ky * p->kw + kx];
-        const int16_t *in = buf + (oy * p->sh + ky * p->dh) * rw + kx * p->dw;
-        if (sw == 1)
-          for (size_t ox = 0; ox < ow; ox++) a[ox] += wv * in[ox];
-        else
-          for (size_t ox = 0; ox < ow; ox++) a[ox] += wv * in[ox * sw];
-      }
   }
 }
+
+static void dw_task(void *varg, size_t task, size_t thread) {
+  const qconv_dw_job *jb = varg;
+  const size_t m0 = task * jb->per_task, m1 = m0 + jb->per_task < jb->p->c_out ? m0 + jb->per_task : jb->p->c_out;
+  if (m0 < m1)
+    dw_channels(jb->p, jb->planes, jb->y, (int32_t *)(jb->scratch + thread * jb->p->acc_bytes), m0, m1);
+}
+
+/* Depthwise work per task, in multiply-adds, below which it stays on one thread. */
+#define QCONV_DW_TASK_MACS ((size_t)1 << 16)
 
 void MRT_KERNEL(mrt_qlinearconv_run)(const mrt_node *node, void *scratch) {
   const qconv_params *p = node->params;
   const xq_t *x = node->inputs[0]->data;
   yq_t *y = node->outputs[0]->data;
-  if (p->depthwise) {
-    int16_t *buf = scratch;
-    int32_t *acc = (int32_t *)((char *)scratch + p->col_bytes);
-    const size_t ohw = p->oh * p->ow, ihw = p->ih * p->iw;
-    for (size_t n = 0; n < p->batch; n++)
-      for (size_t m = 0; m < p->c_out; m++) {
-        dw_plane(p, x + (n * p->c_in + m) * ihw, p->wd + m * p->kdim, buf, acc);
-        const int32_t bias = p->bias[m];
-        const float sc = p->scale[m];
-        yq_t *ym = y + (n * p->c_out + m) * ohw;
-        for (size_t j = 0; j < ohw; j++)
-          ym[j] = (yq_t)mrt_q_requant((int32_t)((uint32_t)acc[j] + (uint32_t)bias), sc, p->zy, p->lo, p->hi);
-      }
-    return;
-  }
-  xq_t *col = scratch;
-  int32_t *acc = (int32_t *)((char *)scratch + p->col_bytes);
-  void *gs = (char *)acc + p->acc_bytes;
-  const size_t ohw = p->oh * p->ow;
-  const int32_t zx = p->zx;
-  for (size_t n = 0; n < p->batch; n++)
-    for (size_t g = 0; g < p->group; g++) {
-      const xq_t *xg = x + (n * p->c_in + g * p->cg) * p->ih * p->iw;
-      if (!p->direct) im2col(p, xg, col);
-      const mrt_qgemm_src a = {p->w + g * p->w_stride, NULL, 0, 0, MRT_T1_DTYPE == MRT_DTYPE_INT8, NULL, 0};
-      const mrt_qgemm_src b = {NULL, p->direct ? xg : col, ohw, 1, MRT_T0_DTYPE == MRT_DTYPE_INT8, &zx, 1};
-      mrt_qgemm(p->kern, p->mg, ohw, p->kdim, &a, &b, 0, acc, ohw, gs);
-      for (size_t i = 0; i < p->mg; i++) {
-        const size_t m = g * p->mg + i;
-        const int32_t bias = p->bias[m];
-        const float sc = p->scale[m];
-        const int32_t *am = acc + i * ohw;
-        yq_t *ym = y + (n * p->c_out + m) * ohw;
-        /* the bias added in wrapping int32, as the accumulation */
-        for (size_t j = 0; j < ohw; j++)
-          ym[j] = (yq_t)mrt_q_requant((int32_t)((uint32_t)am[j] + (uint32_t)bias), sc, p->zy, p->lo, p->hi);
-      }
+  const size_t ohw = p->oh * p->ow, ihw = p->ih * p->iw;
+  uint8_t *planes = scratch;
+  char *rest = (char *)scratch + p->planes_bytes;
+  for (size_t n = 0; n < p->batch; n++) {
+    const uint8_t *xn = (const uint8_t *)(x + n * p->c_in * ihw);
+    if (!p->direct) build_planes(p, xn, planes);
+    if (p->depthwise) {
+      size_t tasks = mrt_pool_tasks(node->pool, p->c_out * ohw * p->kdim, QCONV_DW_TASK_MACS);
+      if (tasks > p->c_out) tasks = p->c_out;
+      qconv_dw_job job = {p, planes, y + n * p->c_out * ohw, rest, (p->c_out + tasks - 1) / tasks};
+      mrt_parallel_for(node->pool, tasks, dw_task, &job);
+      continue;
     }
+    for (size_t g = 0; g < p->group; g++) {
+      const uint8_t *bg = p->direct ? xn + g * p->cg * ihw : planes + g * p->cg * p->chan_bytes;
+      const mrt_qgemm_src a = {p->w + g * p->w_stride, NULL, 0, 0, MRT_T1_DTYPE == MRT_DTYPE_INT8, NULL, 0, NULL};
+      const mrt_qgemm_src b = {NULL, bg, 0, 0, MRT_T0_DTYPE == MRT_DTYPE_INT8, &p->zx, 1, p->off};
+      const mrt_qgemm_requant rq = {p->bias + g * p->mg, p->scale + g * p->mg, 0, p->zy, p->lo, p->hi,
+                                    y + (n * p->c_out + g * p->mg) * ohw, ohw, p->gw, p->ow};
+      mrt_qgemm_mt(node->pool, p->kern, p->mg, p->oh * p->gw, p->kdim, &a, &b, 0, &rq, NULL, 0, rest);
+    }
+  }
 }
 
 #endif

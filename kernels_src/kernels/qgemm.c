@@ -24,6 +24,7 @@
  * each B panel. int32 wraps in the middle terms cancel: the result is exact.
  */
 #include "qgemm.h"
+#include "qcommon.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -41,6 +42,10 @@ typedef int32_t mrt_v16i __attribute__((vector_size(64)));
 typedef void (*mrt_qgemm_tile_fn)(size_t kq, const void *MRT_RESTRICT a, const void *MRT_RESTRICT b,
                                   int32_t *MRT_RESTRICT c, size_t ldc, int accumulate);
 
+/* Depthwise taps: acc[j] = sum_t w(t) x[off[t] + j] (see mrt_qgemm_depthwise). */
+typedef void (*mrt_qgemm_dw_fn)(size_t n, const uint8_t *MRT_RESTRICT x, int is_signed, const size_t *off,
+                                size_t npairs, const int16_t *w, int32_t *MRT_RESTRICT acc);
+
 enum { MRT_QGEMM_I16 = 0, MRT_QGEMM_U8S8 = 1 }; /* packed layouts: int16 pairs, byte quads */
 
 struct mrt_qgemm_kernel {
@@ -49,6 +54,7 @@ struct mrt_qgemm_kernel {
   uint32_t mc; /* rows of A per block: mc x k of packed A stays in L2 */
   uint32_t kind;
   mrt_qgemm_tile_fn tile;
+  mrt_qgemm_dw_fn dw;
 };
 
 /* pair dot products: lane i of the result = x[2i]*y[2i] + x[2i+1]*y[2i+1] */
@@ -160,6 +166,44 @@ static inline mrt_v4i mrt_madd_generic(mrt_v4i acc, mrt_v4i x, mrt_v4i y) {
     }                                                                                           \
   }
 
+/*
+ * Depthwise: VL outputs at a time; the bytes of two taps widened to int16 and
+ * interleaved, so that one pair dot product against the taps' (w0, w1) adds both
+ * to each int32 lane. The loops for int8 and uint8 x differ only in the widening.
+ */
+#define MRT_QDW_ILO8() 0, 8, 1, 9, 2, 10, 3, 11
+#define MRT_QDW_IHI8() 4, 12, 5, 13, 6, 14, 7, 15
+#define MRT_QDW_ILO16() 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23
+#define MRT_QDW_IHI16() 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31
+#define MRT_QDW_LOOP(XT, HT, IT, VL, ILO, IHI, MADD)                                             \
+  for (size_t j = 0; j < n; j += VL) {                                                          \
+    IT lo = {0}, hi = {0};                                                                      \
+    for (size_t t = 0; t < npairs; ++t) {                                                       \
+      XT b0, b1;                                                                                \
+      __builtin_memcpy(&b0, x + off[2 * t] + j, VL);                                            \
+      __builtin_memcpy(&b1, x + off[2 * t + 1] + j, VL);                                        \
+      const HT x0 = __builtin_convertvector(b0, HT), x1 = __builtin_convertvector(b1, HT);      \
+      int32_t wp;                                                                               \
+      __builtin_memcpy(&wp, w + 2 * t, 4);                                                      \
+      const IT wv = (IT){0} + wp;                                                               \
+      lo = MADD(lo, __builtin_shufflevector(x0, x1, ILO()), wv);                                  \
+      hi = MADD(hi, __builtin_shufflevector(x0, x1, IHI()), wv);                                  \
+    }                                                                                           \
+    __builtin_memcpy(acc + j, &lo, sizeof lo);                                                  \
+    __builtin_memcpy(acc + j + VL / 2, &hi, sizeof hi);                                         \
+  }
+#define MRT_QDW(NAME, ATTR, VL, IT, HT, ILO, IHI, MADD)                                           \
+  ATTR static void NAME(size_t n, const uint8_t *MRT_RESTRICT x, int is_signed, const size_t *off, \
+                        size_t npairs, const int16_t *w, int32_t *MRT_RESTRICT acc) {             \
+    typedef int8_t sxt __attribute__((vector_size(VL)));                                        \
+    typedef uint8_t uxt __attribute__((vector_size(VL)));                                       \
+    if (is_signed) {                                                                            \
+      MRT_QDW_LOOP(sxt, HT, IT, VL, ILO, IHI, MADD)                                             \
+    } else {                                                                                    \
+      MRT_QDW_LOOP(uxt, HT, IT, VL, ILO, IHI, MADD)                                             \
+    }                                                                                           \
+  }
+
 /* Tile shapes: accumulators + B vectors + one broadcast fit the register file. */
 #if defined(__x86_64__)
 MRT_QGEMM_TILE(mrt_qgemm_6x8__sse, , mrt_v4i, 4, 6, 2, MRT_MADD_SSE)
@@ -168,20 +212,28 @@ MRT_QGEMM8_TILE(mrt_qgemm_6x16__avxvnni, __attribute__((target("avx2,avxvnni")))
                 MRT_DOT_AVXVNNI)
 MRT_QGEMM8_TILE(mrt_qgemm_8x32__avx512vnni, __attribute__((target("avx512f,avx512bw,avx512vnni"))),
                 mrt_v16i, 16, 8, 2, MRT_DOT_AVX512VNNI)
-static const mrt_qgemm_kernel mrt_qgemm_sse = {"sse", 6, 8, 96, MRT_QGEMM_I16, mrt_qgemm_6x8__sse};
-static const mrt_qgemm_kernel mrt_qgemm_avx2 = {"avx2", 6, 16, 96, MRT_QGEMM_I16, mrt_qgemm_6x16__avx2};
-static const mrt_qgemm_kernel mrt_qgemm_avxvnni = {"avxvnni", 6, 16, 96, MRT_QGEMM_U8S8, mrt_qgemm_6x16__avxvnni};
+MRT_QDW(mrt_qgemm_dw8__sse, , 8, mrt_v4i, mrt_v8h, MRT_QDW_ILO8, MRT_QDW_IHI8, MRT_MADD_SSE)
+MRT_QDW(mrt_qgemm_dw16__avx2, __attribute__((target("avx2"))), 16, mrt_v8i, mrt_v16h, MRT_QDW_ILO16, MRT_QDW_IHI16,
+        MRT_MADD_AVX2)
+static const mrt_qgemm_kernel mrt_qgemm_sse = {"sse", 6, 8, 96, MRT_QGEMM_I16, mrt_qgemm_6x8__sse, mrt_qgemm_dw8__sse};
+static const mrt_qgemm_kernel mrt_qgemm_avx2 = {"avx2", 6, 16, 96, MRT_QGEMM_I16, mrt_qgemm_6x16__avx2,
+                                                mrt_qgemm_dw16__avx2};
+static const mrt_qgemm_kernel mrt_qgemm_avxvnni = {"avxvnni", 6, 16, 96, MRT_QGEMM_U8S8, mrt_qgemm_6x16__avxvnni,
+                                                   mrt_qgemm_dw16__avx2};
 static const mrt_qgemm_kernel mrt_qgemm_avx512vnni = {"avx512vnni", 8, 32, 96, MRT_QGEMM_U8S8,
-                                                      mrt_qgemm_8x32__avx512vnni};
+                                                      mrt_qgemm_8x32__avx512vnni, mrt_qgemm_dw16__avx2};
 #elif defined(__aarch64__)
 MRT_QGEMM_TILE(mrt_qgemm_8x8__neon, , mrt_v4i, 4, 8, 2, MRT_MADD_GENERIC)
-static const mrt_qgemm_kernel mrt_qgemm_default = {"neon", 8, 8, 96, MRT_QGEMM_I16, mrt_qgemm_8x8__neon};
+MRT_QDW(mrt_qgemm_dw8, , 8, mrt_v4i, mrt_v8h, MRT_QDW_ILO8, MRT_QDW_IHI8, MRT_MADD_GENERIC)
+static const mrt_qgemm_kernel mrt_qgemm_default = {"neon", 8, 8, 96, MRT_QGEMM_I16, mrt_qgemm_8x8__neon, mrt_qgemm_dw8};
 #elif defined(__ARM_NEON)
 MRT_QGEMM_TILE(mrt_qgemm_4x8__neon, , mrt_v4i, 4, 4, 2, MRT_MADD_GENERIC)
-static const mrt_qgemm_kernel mrt_qgemm_default = {"neon", 4, 8, 64, MRT_QGEMM_I16, mrt_qgemm_4x8__neon};
+MRT_QDW(mrt_qgemm_dw8, , 8, mrt_v4i, mrt_v8h, MRT_QDW_ILO8, MRT_QDW_IHI8, MRT_MADD_GENERIC)
+static const mrt_qgemm_kernel mrt_qgemm_default = {"neon", 4, 8, 64, MRT_QGEMM_I16, mrt_qgemm_4x8__neon, mrt_qgemm_dw8};
 #else
 MRT_QGEMM_TILE(mrt_qgemm_4x4, , mrt_v4i, 4, 4, 1, MRT_MADD_GENERIC)
-static const mrt_qgemm_kernel mrt_qgemm_default = {"generic", 4, 4, 64, MRT_QGEMM_I16, mrt_qgemm_4x4};
+MRT_QDW(mrt_qgemm_dw8, , 8, mrt_v4i, mrt_v8h, MRT_QDW_ILO8, MRT_QDW_IHI8, MRT_MADD_GENERIC)
+static const mrt_qgemm_kernel mrt_qgemm_default = {"generic", 4, 4, 64, MRT_QGEMM_I16, mrt_qgemm_4x4, mrt_qgemm_dw8};
 #endif
 
 #if defined(__x86_64__)
@@ -228,6 +280,11 @@ const mrt_qgemm_kernel *mrt_qgemm_kernel_select(void) {
 }
 
 const char *mrt_qgemm_kernel_name(const mrt_qgemm_kernel *kern) { return kern->name; }
+
+void mrt_qgemm_depthwise(const mrt_qgemm_kernel *kern, size_t n, const void *x, int is_signed, const size_t *off,
+                         size_t npairs, const int16_t *w, int32_t *MRT_RESTRICT acc) {
+  kern->dw(n, x, is_signed, off, npairs, w, acc);
+}
 
 static size_t mrt_qround(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
@@ -343,20 +400,167 @@ static void mrt_qgemm_pack8(size_t nx, size_t nk, size_t w, const mrt_qgemm_src 
   }
 }
 
+/* A's rows [i0, i0 + nx) as the packed panels starting at panel i0 / w. */
+static void mrt_qgemm_pack_a_rows(const mrt_qgemm_kernel *kern, size_t i0, size_t nx, size_t k,
+                                  const mrt_qgemm_src *src, char *MRT_RESTRICT dst) {
+  mrt_qgemm_src s = *src;
+  s.data = (const uint8_t *)src->data + i0 * src->rs;
+  if (s.zero && s.zero_count > 1) s.zero += i0;
+  char *d = dst + i0 / kern->mr * mrt_qgemm_panel_bytes(kern, kern->mr, k);
+  if (kern->kind == MRT_QGEMM_U8S8)
+    mrt_qgemm_pack8(nx, k, kern->mr, &s, s.rs, s.cs, 1, (uint8_t *)d);
+  else
+    mrt_qgemm_pack16(nx, k, kern->mr, &s, s.rs, s.cs, (int16_t *)d);
+}
+
 void mrt_qgemm_pack_a(const mrt_qgemm_kernel *kern, size_t m, size_t k, const mrt_qgemm_src *src,
                       void *MRT_RESTRICT dst) {
+  mrt_qgemm_pack_a_rows(kern, 0, m, k, src, dst);
+}
+
+typedef uint8_t mrt_v16b __attribute__((vector_size(16)));
+typedef int8_t mrt_v16sb __attribute__((vector_size(16)));
+typedef uint16_t mrt_v8uh __attribute__((vector_size(16)));
+typedef int16_t mrt_v16sh __attribute__((vector_size(32)));
+typedef int32_t mrt_v16si __attribute__((vector_size(64)));
+typedef int16_t mrt_v8sh __attribute__((vector_size(16)));
+
+/*
+ * One B panel (columns j .. j + nw of w) from rows contiguous along j (B row-major,
+ * or a convolution's row table): per k group, 16 columns at a time, the rows are
+ * loaded whole and interleaved into the layout by byte (quads) or int16 (pairs)
+ * shuffles. Columns past nw read a zero-filled copy, never past the rows.
+ */
+static const uint8_t *mrt_qgemm_row(const mrt_qgemm_src *src, size_t kk, size_t j) {
+  const uint8_t *d = src->data;
+  return d + (src->row_off ? src->row_off[kk] : kk * src->rs) + j;
+}
+
+static void mrt_qgemm_pack8_b_panel(size_t nk, size_t w, size_t j, size_t nw, const mrt_qgemm_src *src,
+                                    uint8_t *MRT_RESTRICT panel) {
+  const size_t kq = (nk + 3) / 4;
+  const uint8_t fx = src->is_signed ? 0 : 0x80; /* stored as int8 */
+  const mrt_v16b fv = (mrt_v16b){0} + fx;
+  mrt_v16si sum[4] = {{0}, {0}, {0}, {0}};
+  uint8_t tmp[4][64];
+  MRT_ASSERT(w <= 64 && w % 16 == 0);
+  for (size_t q = 0; q < kq; ++q) {
+    const uint8_t *r[4];
+    for (int t = 0; t < 4; ++t) {
+      const size_t kk = 4 * q + t;
+      if (kk >= nk || nw < w) {
+        memset(tmp[t], fx, w); /* stores as 0 */
+        if (kk < nk) memcpy(tmp[t], mrt_qgemm_row(src, kk, j), nw);
+        r[t] = tmp[t];
+      } else {
+        r[t] = mrt_qgemm_row(src, kk, j);
+      }
+    }
+    uint8_t *o = panel + q * 4 * w;
+    for (size_t c = 0; c < w; c += 16) {
+      mrt_v16b v0, v1, v2, v3;
+      memcpy(&v0, r[0] + c, 16), memcpy(&v1, r[1] + c, 16), memcpy(&v2, r[2] + c, 16), memcpy(&v3, r[3] + c, 16);
+      v0 ^= fv, v1 ^= fv, v2 ^= fv, v3 ^= fv;
+      const mrt_v8uh p01l = (mrt_v8uh)__builtin_shufflevector(v0, v1, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const mrt_v8uh p01h = (mrt_v8uh)__builtin_shufflevector(v0, v1, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const mrt_v8uh p23l = (mrt_v8uh)__builtin_shufflevector(v2, v3, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const mrt_v8uh p23h = (mrt_v8uh)__builtin_shufflevector(v2, v3, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const mrt_v8uh q0 = __builtin_shufflevector(p01l, p23l, 0, 8, 1, 9, 2, 10, 3, 11);
+      const mrt_v8uh q1 = __builtin_shufflevector(p01l, p23l, 4, 12, 5, 13, 6, 14, 7, 15);
+      const mrt_v8uh q2 = __builtin_shufflevector(p01h, p23h, 0, 8, 1, 9, 2, 10, 3, 11);
+      const mrt_v8uh q3 = __builtin_shufflevector(p01h, p23h, 4, 12, 5, 13, 6, 14, 7, 15);
+      memcpy(o + 4 * c, &q0, 16), memcpy(o + 4 * c + 16, &q1, 16);
+      memcpy(o + 4 * c + 32, &q2, 16), memcpy(o + 4 * c + 48, &q3, 16);
+      const mrt_v16sh s4 = __builtin_convertvector((mrt_v16sb)v0, mrt_v16sh) + __builtin_convertvector((mrt_v16sb)v1, mrt_v16sh) +
+                           __builtin_convertvector((mrt_v16sb)v2, mrt_v16sh) + __builtin_convertvector((mrt_v16sb)v3, mrt_v16sh);
+      sum[c / 16] += __builtin_convertvector(s4, mrt_v16si);
+    }
+  }
+  int32_t t0[64], t1[64];
+  memcpy(t0, sum, w * 4);
+  for (size_t c = 0; c < w; ++c) {
+    const int32_t z = c < nw && src->zero ? src->zero[src->zero_count == 1 ? 0 : j + c] : 0;
+    t1[c] = z - (src->is_signed ? 0 : 128);
+  }
+  memcpy(panel + kq * 4 * w, t0, w * 4);
+  memcpy(panel + kq * 4 * w + w * 4, t1, w * 4);
+}
+
+static void mrt_qgemm_pack16_b_panel(size_t nk, size_t w, size_t j, size_t nw, const mrt_qgemm_src *src,
+                                     int16_t *MRT_RESTRICT panel) {
+  const size_t kq = (nk + 1) / 2;
+  int16_t zv[64];
+  uint8_t tmp[2][64];
+  MRT_ASSERT(w <= 64 && w % 8 == 0);
+  for (size_t c = 0; c < w; ++c) zv[c] = (int16_t)(c < nw && src->zero ? src->zero[src->zero_count == 1 ? 0 : j + c] : 0);
+  for (size_t q = 0; q < kq; ++q) {
+    const uint8_t *r[2];
+    int live[2];
+    for (int t = 0; t < 2; ++t) {
+      const size_t kk = 2 * q + t;
+      live[t] = kk < nk;
+      if (kk >= nk || nw < w) {
+        memset(tmp[t], 0, w);
+        if (kk < nk) memcpy(tmp[t], mrt_qgemm_row(src, kk, j), nw);
+        r[t] = tmp[t];
+      } else {
+        r[t] = mrt_qgemm_row(src, kk, j);
+      }
+    }
+    int16_t *o = panel + q * 2 * w;
+    for (size_t c = 0; c < w; c += 8) {
+      uint64_t b0, b1;
+      memcpy(&b0, r[0] + c, 8), memcpy(&b1, r[1] + c, 8);
+      mrt_v8sh z, x0, x1;
+      memcpy(&z, zv + c, 16);
+      if (src->is_signed) {
+        typedef int8_t v8sb __attribute__((vector_size(8)));
+        v8sb s0, s1;
+        memcpy(&s0, &b0, 8), memcpy(&s1, &b1, 8);
+        x0 = __builtin_convertvector(s0, mrt_v8sh), x1 = __builtin_convertvector(s1, mrt_v8sh);
+      } else {
+        typedef uint8_t v8b __attribute__((vector_size(8)));
+        v8b u0, u1;
+        memcpy(&u0, &b0, 8), memcpy(&u1, &b1, 8);
+        x0 = __builtin_convertvector(u0, mrt_v8sh), x1 = __builtin_convertvector(u1, mrt_v8sh);
+      }
+      x0 = live[0] ? x0 - z : (mrt_v8sh){0};
+      x1 = live[1] ? x1 - z : (mrt_v8sh){0};
+      const mrt_v8sh lo = __builtin_shufflevector(x0, x1, 0, 8, 1, 9, 2, 10, 3, 11);
+      const mrt_v8sh hi = __builtin_shufflevector(x0, x1, 4, 12, 5, 13, 6, 14, 7, 15);
+      memcpy(o + 2 * c, &lo, 16), memcpy(o + 2 * c + 8, &hi, 16);
+    }
+  }
+}
+
+/* B's columns [j0, j1) (j0 a multiple of nr) into the packed panels from panel j0 / nr. */
+static void mrt_qgemm_pack_b_cols(const mrt_qgemm_kernel *kern, size_t j0, size_t j1, size_t k,
+                                  const mrt_qgemm_src *src, char *MRT_RESTRICT dst) {
+  const size_t nr = kern->nr, pb = mrt_qgemm_panel_bytes(kern, nr, k);
+  if (src->row_off || src->cs == 1) {
+    for (size_t j = j0; j < j1; j += nr) {
+      const size_t nw = j1 - j < nr ? j1 - j : nr;
+      char *d = dst + j / nr * pb;
+      if (kern->kind == MRT_QGEMM_U8S8)
+        mrt_qgemm_pack8_b_panel(k, nr, j, nw, src, (uint8_t *)d);
+      else
+        mrt_qgemm_pack16_b_panel(k, nr, j, nw, src, (int16_t *)d);
+    }
+    return;
+  }
+  mrt_qgemm_src s = *src;
+  s.data = (const uint8_t *)src->data + j0 * src->cs;
+  if (s.zero && s.zero_count > 1) s.zero += j0;
+  char *d = dst + j0 / nr * pb;
   if (kern->kind == MRT_QGEMM_U8S8)
-    mrt_qgemm_pack8(m, k, kern->mr, src, src->rs, src->cs, 1, dst);
+    mrt_qgemm_pack8(j1 - j0, k, nr, &s, s.cs, s.rs, 0, (uint8_t *)d);
   else
-    mrt_qgemm_pack16(m, k, kern->mr, src, src->rs, src->cs, dst);
+    mrt_qgemm_pack16(j1 - j0, k, nr, &s, s.cs, s.rs, (int16_t *)d);
 }
 
 void mrt_qgemm_pack_b(const mrt_qgemm_kernel *kern, size_t k, size_t n, const mrt_qgemm_src *src,
                       void *MRT_RESTRICT dst) {
-  if (kern->kind == MRT_QGEMM_U8S8)
-    mrt_qgemm_pack8(n, k, kern->nr, src, src->cs, src->rs, 0, dst);
-  else
-    mrt_qgemm_pack16(n, k, kern->nr, src, src->cs, src->rs, dst);
+  mrt_qgemm_pack_b_cols(kern, 0, n, k, src, dst);
 }
 
 size_t mrt_qgemm_scratch_size(const mrt_qgemm_kernel *kern, size_t m, size_t n, size_t k, int a_packed,
@@ -367,33 +571,58 @@ size_t mrt_qgemm_scratch_size(const mrt_qgemm_kernel *kern, size_t m, size_t n, 
   return s;
 }
 
-void mrt_qgemm(const mrt_qgemm_kernel *kern, size_t m, size_t n, size_t k, const mrt_qgemm_src *a,
-               const mrt_qgemm_src *b, int accumulate, int32_t *MRT_RESTRICT c, size_t ldc, void *scratch) {
-  if (m == 0 || n == 0) return;
+/* Requantised rows of one tile: e (mw x nw, row stride lde) is C[i.., j..]. */
+static void mrt_qgemm_store_q(const mrt_qgemm_requant *rq, size_t i, size_t j, size_t mw, size_t nw,
+                              const int32_t *e, size_t lde) {
+  const size_t gw = rq->gw, ow = rq->ow;
+  for (size_t jj = j; jj < j + nw;) {
+    const size_t gy = jj / gw, gx = jj - gy * gw;
+    const size_t seg = gw - gx < j + nw - jj ? gw - gx : j + nw - jj;
+    if (gx < ow) {
+      const size_t len = seg < ow - gx ? seg : ow - gx, col = gy * ow + gx;
+      for (size_t r = 0; r < mw; ++r) {
+        const int32_t *er = e + r * lde + (jj - j);
+        uint8_t *y = (uint8_t *)rq->y + (i + r) * rq->ldy + col;
+        if (rq->per_col) {
+          const int32_t *bias = rq->bias + col;
+          const float *sc = rq->scale + col;
+          for (size_t q = 0; q < len; ++q)
+            y[q] = (uint8_t)mrt_q_requant((int32_t)((uint32_t)er[q] + (uint32_t)bias[q]), sc[q], rq->zp, rq->lo, rq->hi);
+        } else {
+          const uint32_t bias = (uint32_t)rq->bias[i + r];
+          const float sc = rq->scale[i + r];
+          for (size_t q = 0; q < len; ++q)
+            y[q] = (uint8_t)mrt_q_requant((int32_t)((uint32_t)er[q] + bias), sc, rq->zp, rq->lo, rq->hi);
+        }
+      }
+    }
+    jj += seg;
+  }
+}
+
+/* Rows [i_lo, i_hi) x columns [j_lo, j_hi) of C from the packed operands. */
+static void mrt_qgemm_block(const mrt_qgemm_kernel *kern, size_t m, size_t n, size_t k, const char *pa,
+                            const char *pb, int accumulate, const mrt_qgemm_requant *rq, int32_t *MRT_RESTRICT c,
+                            size_t ldc, size_t i_lo, size_t i_hi, size_t j_lo, size_t j_hi) {
   const size_t mr = kern->mr, nr = kern->nr, kq = mrt_qgemm_kq(kern, k);
   const size_t pa_bytes = mrt_qgemm_panel_bytes(kern, mr, k), pb_bytes = mrt_qgemm_panel_bytes(kern, nr, k);
-  const char *pa = a->packed, *pb = b->packed;
-  char *s = scratch;
-  if (!pa) {
-    mrt_qgemm_pack_a(kern, m, k, a, s);
-    pa = s;
-    s += mrt_qround(mrt_qgemm_packed_a_size(kern, m, k), 64);
-  }
-  if (!pb) {
-    mrt_qgemm_pack_b(kern, k, n, b, s);
-    pb = s;
-  }
   int32_t edge[8 * 32];
   MRT_ASSERT(mr * nr <= 8 * 32);
+  (void)n;
   /* A block (mc rows) in L2, then each B panel (nr x k) in L1 over it. */
-  for (size_t i0 = 0; i0 < m; i0 += kern->mc) {
-    const size_t i1 = i0 + kern->mc < m ? i0 + kern->mc : m;
-    for (size_t j = 0; j < n; j += nr) {
+  for (size_t i0 = i_lo; i0 < i_hi; i0 += kern->mc) {
+    const size_t i1 = i0 + kern->mc < i_hi ? i0 + kern->mc : i_hi;
+    for (size_t j = j_lo; j < j_hi; j += nr) {
       const char *bp = pb + j / nr * pb_bytes;
-      const size_t nw = n - j < nr ? n - j : nr;
+      const size_t nw = j_hi - j < nr ? j_hi - j : nr;
       for (size_t i = i0; i < i1; i += mr) {
         const char *ap = pa + i / mr * pa_bytes;
         const size_t mw = m - i < mr ? m - i : mr;
+        if (rq) {
+          kern->tile(kq, ap, bp, edge, nr, 0);
+          mrt_qgemm_store_q(rq, i, j, mw, nw, edge, nr);
+          continue;
+        }
         int32_t *cp = c + i * ldc + j;
         if (mw == mr && nw == nr) {
           kern->tile(kq, ap, bp, cp, ldc, accumulate);
@@ -405,4 +634,70 @@ void mrt_qgemm(const mrt_qgemm_kernel *kern, size_t m, size_t n, size_t k, const
       }
     }
   }
+}
+
+typedef struct mrt_qgemm_job {
+  const mrt_qgemm_kernel *kern;
+  size_t m, n, k, ldc, per_task;
+  const mrt_qgemm_src *a, *b;
+  const char *pa, *pb;
+  char *sa, *sb; /* where the run-time packed operand goes, NULL when packed already */
+  const mrt_qgemm_requant *rq;
+  int32_t *c;
+  int accumulate, split_n;
+} mrt_qgemm_job;
+
+static void mrt_qgemm_task(void *varg, size_t task, size_t thread) {
+  const mrt_qgemm_job *jb = (const mrt_qgemm_job *)varg;
+  (void)thread;
+  const size_t unit = jb->split_n ? jb->kern->nr : jb->kern->mr, total = jb->split_n ? jb->n : jb->m;
+  const size_t lo = task * jb->per_task * unit;
+  if (lo >= total) return;
+  const size_t hi = total - lo < jb->per_task * unit ? total : lo + jb->per_task * unit;
+  if (jb->split_n) {
+    if (jb->sb) mrt_qgemm_pack_b_cols(jb->kern, lo, hi, jb->k, jb->b, jb->sb);
+    mrt_qgemm_block(jb->kern, jb->m, jb->n, jb->k, jb->pa, jb->pb, jb->accumulate, jb->rq, jb->c, jb->ldc, 0, jb->m,
+                    lo, hi);
+  } else {
+    if (jb->sa) mrt_qgemm_pack_a_rows(jb->kern, lo, hi - lo, jb->k, jb->a, jb->sa);
+    mrt_qgemm_block(jb->kern, jb->m, jb->n, jb->k, jb->pa, jb->pb, jb->accumulate, jb->rq, jb->c, jb->ldc, lo, hi, 0,
+                    jb->n);
+  }
+}
+
+/* Below this many multiply-adds per task the product stays on the caller's thread. */
+#define MRT_QGEMM_TASK_MACS ((size_t)1 << 18)
+
+void mrt_qgemm_mt(mrt_pool *pool, const mrt_qgemm_kernel *kern, size_t m, size_t n, size_t k,
+                  const mrt_qgemm_src *a, const mrt_qgemm_src *b, int accumulate, const mrt_qgemm_requant *rq,
+                  int32_t *MRT_RESTRICT c, size_t ldc, void *scratch) {
+  if (m == 0 || n == 0) return;
+  char *s = scratch, *sa = NULL, *sb = NULL;
+  if (!a->packed) {
+    sa = s;
+    s += mrt_qround(mrt_qgemm_packed_a_size(kern, m, k), 64);
+  }
+  if (!b->packed) sb = s;
+  const size_t nu = (n + kern->nr - 1) / kern->nr, mu = (m + kern->mr - 1) / kern->mr;
+  const int split_n = a->packed || (!b->packed && nu >= mu);
+  size_t tasks = mrt_pool_tasks(pool, m * n * k, MRT_QGEMM_TASK_MACS);
+  const size_t units = split_n ? nu : mu;
+  if (tasks > units) tasks = units;
+  /* the operand not split is packed whole first, by the caller */
+  if (split_n && sa) mrt_qgemm_pack_a_rows(kern, 0, m, k, a, sa);
+  if (!split_n && sb) mrt_qgemm_pack_b_cols(kern, 0, n, k, b, sb);
+  mrt_qgemm_job job = {kern, m, n, k, ldc, (units + tasks - 1) / tasks, a, b,
+                       sa ? sa : (const char *)a->packed, sb ? sb : (const char *)b->packed,
+                       split_n ? NULL : sa, split_n ? sb : NULL, rq, c, accumulate, split_n};
+  if (tasks <= 1) {
+    job.per_task = units;
+    mrt_qgemm_task(&job, 0, 0);
+    return;
+  }
+  mrt_parallel_for(pool, tasks, mrt_qgemm_task, &job);
+}
+
+void mrt_qgemm(const mrt_qgemm_kernel *kern, size_t m, size_t n, size_t k, const mrt_qgemm_src *a,
+               const mrt_qgemm_src *b, int accumulate, int32_t *MRT_RESTRICT c, size_t ldc, void *scratch) {
+  mrt_qgemm_mt(NULL, kern, m, n, k, a, b, accumulate, NULL, c, ldc, scratch);
 }

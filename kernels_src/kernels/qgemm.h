@@ -39,6 +39,16 @@ const mrt_qgemm_kernel *mrt_qgemm_kernel_select(void);
 /* Its name ("avx2", "sse", "neon", ...), for benchmarks and error messages. */
 const char *mrt_qgemm_kernel_name(const mrt_qgemm_kernel *kern);
 
+/*
+ * Depthwise taps, the inner loop of an 8-bit depthwise convolution:
+ *   acc[j] = sum_t w[t] * x[off[t] + j]     for j in [0, n rounded up to 32)
+ * x uint8 or int8 (is_signed), 2 * npairs taps (a missing last one: weight 0 and
+ * any valid offset), w the taps' int16 weights in order. Reads up to 31 bytes
+ * past x[off[t] + n - 1]; acc must hold n rounded up to 32.
+ */
+void mrt_qgemm_depthwise(const mrt_qgemm_kernel *kern, size_t n, const void *x, int is_signed, const size_t *off,
+                         size_t npairs, const int16_t *w, int32_t *MRT_RESTRICT acc);
+
 typedef struct mrt_qgemm_src {
   const void *packed;   /* whole operand packed by mrt_qgemm_pack_a/_b for this kernel, or NULL */
   const void *data;     /* else strided: A(i,k) = data[i*rs + k*cs], B(k,j) = data[k*rs + j*cs] */
@@ -46,7 +56,27 @@ typedef struct mrt_qgemm_src {
   int is_signed;        /* elements are int8 (1) or uint8 (0) */
   const int32_t *zero;  /* zero point(s), or NULL for 0 */
   size_t zero_count;    /* 1 (per tensor), or m (A: per row) / n (B: per column) */
+  const size_t *row_off; /* B only, or NULL: B(k, j) = data[row_off[k] + j] (rs, cs unused) */
 } mrt_qgemm_src;
+
+/*
+ * Requantisation fused into the GEMM: each tile's int32 sums go straight to
+ * 8-bit y, never to an int32 C:
+ *   y[i * ldy + col(j)] = sat(round_half_even(float(C[i][j] + bias) * scale) + zp)
+ * with bias and scale per row (per_col 0: conv output channels) or per column
+ * (MatMul's per-channel B). Column j is cell (j / gw, j % gw) of a grid gw wide of
+ * which only the first ow columns are kept, written at col(j) = (j / gw) * ow + j % gw
+ * (a convolution computed over its padded input's width; gw = ow = n for a plain
+ * matrix).
+ */
+typedef struct mrt_qgemm_requant {
+  const int32_t *bias;  /* m (per row) or n (per column) values */
+  const float *scale;   /* the same count */
+  int per_col;
+  int32_t zp, lo, hi;
+  void *y;              /* uint8 or int8 (the bytes are the same: values are clamped to [lo, hi]) */
+  size_t ldy, gw, ow;
+} mrt_qgemm_requant;
 
 /* Bytes of a whole packed A (m x k) / B (k x n). */
 size_t mrt_qgemm_packed_a_size(const mrt_qgemm_kernel *kern, size_t m, size_t k);
@@ -66,6 +96,14 @@ size_t mrt_qgemm_scratch_size(const mrt_qgemm_kernel *kern, size_t m, size_t n, 
 void mrt_qgemm(const mrt_qgemm_kernel *kern, size_t m, size_t n, size_t k, const mrt_qgemm_src *a,
                const mrt_qgemm_src *b, int accumulate, int32_t *MRT_RESTRICT c, size_t ldc,
                void *scratch);
+
+/* The same on the threads of `pool` (NULL: the caller's), split along n when A is
+ * packed (else along m), with the requantisation rq when not NULL (then
+ * accumulate is 0 and c unused). Scratch as for mrt_qgemm: tasks pack disjoint
+ * panels of it. */
+void mrt_qgemm_mt(mrt_pool *pool, const mrt_qgemm_kernel *kern, size_t m, size_t n, size_t k,
+                  const mrt_qgemm_src *a, const mrt_qgemm_src *b, int accumulate, const mrt_qgemm_requant *rq,
+                  int32_t *MRT_RESTRICT c, size_t ldc, void *scratch);
 
 #ifdef __cplusplus
 }
