@@ -958,6 +958,62 @@ def _lower_one(g: Graph, node, available) -> str:
         qp = out[0]
         _lower_group(g, node, "QLinearGlobalAveragePool", _MS, [x.q, x.scale, x.zp, qp.scale, qp.zp], [x], out)
         return "lowered"
+    if op in ("AveragePool", "Sigmoid", "LeakyRelu"):
+        x = _dq_input(g, ins[0]) if ins else None
+        if x is None:
+            return ""
+        qop = "QLinear" + op
+        if (_MS, qop) not in available:
+            return f"the registry has no com.microsoft {qop}"
+        if not _scalar_param(g, x):
+            return "its input is quantised per axis"
+        attrs = []
+        if op == "AveragePool":
+            if any(d != 1 for d in _attr(node, "dilations", [])):
+                return "it has dilations, which QLinearAveragePool does not take"
+            keep = ("auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides")
+            attrs = [a for a in node.attribute if a.name in keep]
+        elif op == "LeakyRelu":
+            attrs = [helper.make_attribute("alpha", float(_attr(node, "alpha", 0.01)))]
+        out, why = _q_output(g, node.output[0], range_ops=False)
+        if out is None:
+            return why
+        if out[0].dtype != x.dtype:
+            return "its output type differs from its input's"
+        qp = out[0]
+        _lower_group(g, node, qop, _MS, [x.q, x.scale, x.zp, qp.scale, qp.zp], [x], out, attrs)
+        return "lowered"
+    if op == "Concat":
+        xs = [_dq_input(g, i) if i else None for i in ins]
+        if not any(xs):
+            return ""
+        if not all(xs) or not all(_scalar_param(g, x) for x in xs) or len({x.dtype for x in xs}) != 1:
+            return "its inputs are not all per-tensor DequantizeLinear of one type"
+        out, why = _q_output(g, node.output[0], range_ops=False)
+        if out is None:
+            return why
+        qp = out[0]
+        if qp.dtype != xs[0].dtype:
+            return "its output type differs from its inputs'"
+        axis = [helper.make_attribute("axis", int(_attr(node, "axis", 1 if since_version(g, node) < 4 else 0)))]
+        if all(_same_qparams(g, x, qp) for x in xs) and ("ai.onnx", "Concat") in available:
+            # Every piece already has the output's parameters: the Concat itself on the int8 values.
+            new = helper.make_node("Concat", [x.q for x in xs], [qp.node.output[0]], name=node.name)
+            new.attribute.extend(axis)
+            g.value_info.pop(node.output[0], None)
+            g.nodes[g.nodes.index(qp.node)] = new
+            g.nodes.remove(node)
+            g.touch()
+            g.absorb(new.name, "QDQ pairs dropped around Concat (equal parameters: it runs on the int8 values)",
+                     [x.node for x in xs] + [node, qp.node])
+            g.log.append(f"Concat {node.name} runs on int8: its DequantizeLinear and QuantizeLinear "
+                         f"{qp.node.name} share one scale and zero point")
+            return "lowered"
+        if (_MS, "QLinearConcat") not in available:
+            return "the registry has no com.microsoft QLinearConcat"
+        inputs = [qp.scale, qp.zp] + [n for x in xs for n in (x.q, x.scale, x.zp)]
+        _lower_group(g, node, "QLinearConcat", _MS, inputs, xs, out, axis)
+        return "lowered"
     # MaxPool picks one of its inputs in each window, and dequantising is increasing
     # (scale > 0): on the int8 value with the same parameters it is the same copy.
     max_pool = op == "MaxPool" and len([o for o in node.output if o]) == 1
@@ -983,15 +1039,77 @@ def _lower_one(g: Graph, node, available) -> str:
         g.absorb(node.name, f"QDQ pair dropped around {op} (a copy: it runs on the int8 value)", [x.node, node, qp.node])
         g.log.append(f"{op} {node.name} runs on int8: dropped DequantizeLinear {x.node.name} and QuantizeLinear {qp.node.name} ({old})")
         return "lowered"
-    if op in ("MaxPool", "AveragePool", "Concat", "Sigmoid", "Relu", "Clip", "Resize", "Softmax"):  # MaxPool: with Indices
+    if op in ("MaxPool", "Relu", "Clip", "Resize", "Softmax"):  # MaxPool: with Indices
         if any(_dq_input(g, i) for i in ins if i):
             return f"minirt has no quantised {op}"
     return ""
 
 
+def fuse_dynamic_matmul(g: Graph, available: set[tuple[str, str]]) -> bool:
+    """quantize_dynamic's DynamicQuantizeLinear(x) -> MatMulInteger(xq, B, xz, bz) -> Cast
+    (float) -> Mul by Mul(x_scale, b_scale) (-> Add of an [N] bias) -> one com.microsoft
+    DynamicQuantizeMatMul(x, B, b_scale, bz, bias), B a constant 2-D int8/uint8 matrix.
+    The DynamicQuantizeLinear goes once every chain reading it is fused."""
+    if (_MS, "DynamicQuantizeMatMul") not in available:
+        return False
+    changed = False
+    for dql in [n for n in g.nodes if n.domain == "" and n.op_type == "DynamicQuantizeLinear"]:
+        if len(dql.output) != 3 or not _is_f32(g, dql.input[0]):
+            continue
+        xq, xs, xz = dql.output
+        for mm in g.consumers(xq):
+            if (mm.domain != "" or mm.op_type != "MatMulInteger" or len(mm.input) < 3 or list(mm.input[:1]) != [xq]
+                    or mm.input[2] != xz):
+                continue
+            b = g.consts.get(mm.input[1])
+            zb = mm.input[3] if len(mm.input) > 3 else ""
+            if b is None or b.ndim != 2 or b.dtype not in (np.int8, np.uint8) or (zb and zb not in g.consts):
+                continue
+            n = b.shape[1]
+            if zb and (g.consts[zb].dtype != b.dtype or g.consts[zb].size not in (1, n)):
+                continue
+            cast = _sole_use(g, mm.output[0], "Cast")
+            if cast is None or _attr(cast, "to") != onnx.TensorProto.FLOAT:
+                continue
+            mul = _sole_use(g, cast.output[0], "Mul")
+            sm = _other(mul, cast.output[0]) if mul is not None else None
+            smul = g.producer(sm) if sm else None
+            if smul is None or smul.domain != "" or smul.op_type != "Mul" or _other(smul, xs) is None:
+                continue
+            ws = _other(smul, xs)
+            if (ws not in g.consts or g.consts[ws].dtype != np.float32 or g.consts[ws].size not in (1, n)
+                    or g.consts[ws].ndim > 1 or len(g.consumers(smul.output[0])) != 1 or g.is_output(smul.output[0])):
+                continue
+            chain = [mm, cast, smul, mul]
+            bias = ""
+            add = _sole_use(g, mul.output[0], "Add")
+            if add is not None:
+                c = _other(add, mul.output[0])
+                v = g.consts.get(c)
+                if v is not None and v.dtype == np.float32 and v.shape == (n,):
+                    bias = c
+                    chain.append(add)
+            out = chain[-1].output[0]
+            y_shape = g.value_info.get(out, (0, None))[1]
+            if y_shape is None or tuple(y_shape[-1:]) != (n,):
+                continue  # a bias that broadcasts wider than [.., N]
+            fused = helper.make_node("DynamicQuantizeMatMul", [dql.input[0], mm.input[1], ws, zb, bias], [out],
+                                     domain=_MS)
+            while fused.input and not fused.input[-1]:
+                del fused.input[-1]
+            g.opsets.setdefault(_MS, 1)
+            _replace_pattern(g, chain, fused)
+            g.absorb(fused.name, "DynamicQuantizeLinear read by the fused DynamicQuantizeMatMul", [dql])
+            changed = True
+        if dql in g.nodes and not any(g.consumers(o) or g.is_output(o) for o in dql.output):
+            g.drop(dql, f"dropped DynamicQuantizeLinear {dql.name}: every MatMulInteger reading it was fused")
+    return changed
+
+
 def lower_qdq(g: Graph, available: set[tuple[str, str]]) -> bool:
     """DQ -> op -> Q groups -> quantised kernels (QLinearConv, QLinearMatMul, QGemm,
-    QLinearAdd, QLinearMul, QLinearGlobalAveragePool; copies on int8 directly).
+    QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat,
+    QLinearSigmoid, QLinearLeakyRelu; copies, and a Concat of equal parameters, on int8 directly).
     Runs before constant folding, which would otherwise fold the weights' DQ to float."""
     if not any(n.op_type == "DequantizeLinear" and n.domain == "" for n in g.nodes):
         return False
@@ -1077,6 +1195,11 @@ def _ms_avgpool(node, vi):
     return [(t, (x[0], *out, x[-1]) if cl else (x[0], x[1], *out))]
 
 
+def _ms_dqmatmul(node, vi):
+    a, b = vi[node.input[0]][1], vi[node.input[1]][1]
+    return [(onnx.TensorProto.FLOAT, tuple(a[:-1]) + (b[1],))]
+
+
 _MS_SHAPES = {
     "QLinearAdd": lambda n, vi: [(vi[n.input[0]][0], _bcast_shape(vi[n.input[0]][1], vi[n.input[3]][1]))],
     "QLinearMul": lambda n, vi: [(vi[n.input[0]][0], _bcast_shape(vi[n.input[0]][1], vi[n.input[3]][1]))],
@@ -1086,6 +1209,7 @@ _MS_SHAPES = {
     "QGemm": _ms_qgemm,
     "QLinearConcat": _ms_concat,
     "QLinearAveragePool": _ms_avgpool,
+    "DynamicQuantizeMatMul": _ms_dqmatmul,
 }
 
 
@@ -1252,7 +1376,7 @@ def optimize(g: Graph, available: set[tuple[str, str]]) -> Graph:
     while fold_affine(g):
         pass
     fuse_activations(g, available)
-    for fuse in (fuse_silu, fuse_gelu, fuse_layernorm):
+    for fuse in (fuse_dynamic_matmul, fuse_silu, fuse_gelu, fuse_layernorm):
         fuse(g, available)
     check_static(g)
     return g

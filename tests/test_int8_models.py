@@ -1,13 +1,13 @@
 """int8 CNNs quantised in the test by onnxruntime.quantization (quantize_static with a
 small random calibration reader) -- QDQ per tensor, QDQ per channel, and the QOperator
-form -- from a ResNet-like (torchvision resnet18, 10 classes) and MobileNetV2-like
-(tests/models.py) model, built end to end by minibuild for linux on this machine and
+form -- from a ResNet-like (torchvision resnet18, 10 classes), MobileNetV2-like
+(tests/models.py) and Inception-like (Concat branches, AveragePool, Sigmoid, LeakyRelu) model, built end to end by minibuild for linux on this machine and
 run against onnxruntime on the same quantised model.
 
 Accuracy: the float outputs (after the model's final DequantizeLinear) must be within
 one quantisation step of onnxruntime's, the step being that DequantizeLinear's scale.
 The QDQ build must have lowered every Conv: the manifest lists QLinearConv and no
-float Conv."""
+float Conv; nor any float MaxPool, Concat, AveragePool, Sigmoid or LeakyRelu."""
 
 from __future__ import annotations
 
@@ -68,11 +68,37 @@ def _resnet18(path: Path):
                       opset_version=13, dynamo=False)
 
 
+def _inception(path: Path):
+    """An Inception-like CNN: a stem, then blocks of parallel 1x1 / 3x3 / average-pool
+    branches joined by Concat along channels, stride-2 average pools (one with
+    ceil_mode), a LeakyRelu and a Sigmoid branch, GlobalAveragePool and a Linear."""
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self, cin, c):
+            super().__init__()
+            self.b1 = nn.Sequential(nn.Conv2d(cin, c, 1), nn.ReLU())
+            self.b2 = nn.Sequential(nn.Conv2d(cin, c, 1), nn.ReLU(), nn.Conv2d(c, c, 3, padding=1), nn.ReLU())
+            self.b3 = nn.Sequential(nn.AvgPool2d(3, 1, 1), nn.Conv2d(cin, c, 1), nn.LeakyReLU(0.1))
+            self.b4 = nn.Sequential(nn.Conv2d(cin, c, 1), nn.Sigmoid())
+
+        def forward(self, x):
+            return torch.cat([self.b1(x), self.b2(x), self.b3(x), self.b4(x)], 1)
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1), nn.ReLU(), Block(16, 8), nn.AvgPool2d(3, 2, ceil_mode=True),
+                        Block(32, 12), nn.AvgPool2d(2, 2), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                        nn.Linear(48, 10)).eval()
+    torch.onnx.export(net, torch.zeros(1, 3, 32, 32), str(path), input_names=["input"], output_names=["logits"],
+                      opset_version=13, dynamo=False)
+
+
 def _mobilenet(path: Path):
     onnx.save(models.mobilenet_v2(size=64, classes=10), str(path))
 
 
-FLOAT_MODELS = {"resnet18": _resnet18, "mobilenet_v2": _mobilenet}
+FLOAT_MODELS = {"resnet18": _resnet18, "mobilenet_v2": _mobilenet, "inception": _inception}
 
 
 class _Reader(quant.CalibrationDataReader):
@@ -169,6 +195,22 @@ def test_quantised_cnn_matches_onnxruntime(float_models, tmp_path, name, form):
     ops = {(e.domain, e.op) for e in res.scan.manifest.entries}
     assert ("ai.onnx", "QLinearConv") in ops, ops
     assert ("ai.onnx", "Conv") not in ops and ("ai.minibuild", "FusedConv") not in ops, ops
-    # MaxPool runs on the int8 value (the QDQ pair around it dropped): no float MaxPool is left
+    # MaxPool runs on the int8 value (the QDQ pair around it dropped); Concat, AveragePool,
+    # Sigmoid and LeakyRelu become their QLinear forms: none of them is left in float
     floats = {(e.op, s) for e in res.scan.manifest.entries for s in e.signatures if "float32" in s}
-    assert not any(op == "MaxPool" for op, _ in floats), floats
+    left = {op for op, _ in floats} & {"MaxPool", "Concat", "AveragePool", "Sigmoid", "LeakyRelu", "GlobalAveragePool"}
+    assert not left, floats
+    if name == "inception":
+        entries = {e.op: e for e in res.scan.manifest.entries}
+        for op in ("QLinearConcat", "QLinearAveragePool", "QLinearSigmoid", "QLinearLeakyRelu"):
+            assert op in entries, sorted(entries)
+        if form != "qoperator":  # lowered at build time: each node keeps the float node's name and
+            # records the DequantizeLinear / QuantizeLinear nodes it replaced
+            names = {n.name: n.op_type for n in qmodel.graph.node}
+            for op, orig in (("QLinearConcat", "Concat"), ("QLinearAveragePool", "AveragePool"),
+                             ("QLinearSigmoid", "Sigmoid"), ("QLinearLeakyRelu", "LeakyRelu")):
+                assert entries[op].origins, op
+                for (_, node), recs in entries[op].origins.items():
+                    assert names.get(node) == orig, (op, node)
+                    assert any(o.startswith("QuantizeLinear ") for _, o in recs), (op, recs)
+                    assert all(why == f"QDQ group lowered to {op}" for why, _ in recs), (op, recs)

@@ -141,3 +141,145 @@ def test_qlinearaveragepool_bad_pads_named():
     with pytest.raises(Exception) as e:
         run_with_minirt(model, {"x": x})
     assert "pads" in str(e.value) and "kernel" in str(e.value), str(e.value)
+
+
+# --- QDQ groups lowered at build time -------------------------------------------------------
+
+def _qdq_model(op, n_in, in_params, out_params, t, shape, out_t=None, **attrs):
+    """DequantizeLinear per input -> `op` -> QuantizeLinear; params: (scale, zp) each."""
+    nodes, inits, inputs = [], [], []
+    for i, (s, z) in enumerate(in_params[:n_in]):
+        inits += [numpy_helper.from_array(s, f"s{i}"), numpy_helper.from_array(z, f"z{i}")]
+        inputs.append(helper.make_tensor_value_info(f"x{i}", NP[t], shape))
+        nodes.append(helper.make_node("DequantizeLinear", [f"x{i}", f"s{i}", f"z{i}"], [f"f{i}"], name=f"dq{i}"))
+    nodes.append(helper.make_node(op, [f"f{i}" for i in range(n_in)], ["g"], name="op", **attrs))
+    inits += [numpy_helper.from_array(out_params[0], "so"), numpy_helper.from_array(out_params[1], "zo")]
+    nodes.append(helper.make_node("QuantizeLinear", ["g", "so", "zo"], ["y"], name="q"))
+    out_t = out_t or t
+    g = helper.make_graph(nodes, "qdq", inputs, [helper.make_tensor_value_info("y", NP[out_t], None)],
+                          initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    feeds = {f"x{i}": _q(shape, t) for i in range(n_in)}
+    out = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0].shape
+    m.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", NP[out_t], out))
+    return m, feeds
+
+
+def _lowered(model):
+    from minibuild import optimize, registry
+    g = optimize.from_model(model, "qdq.onnx")
+    optimize.optimize(g, set(registry.load().ops))
+    return g
+
+
+@pytest.mark.parametrize("t", TYPES)
+@pytest.mark.parametrize("op, attrs", [("AveragePool", dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+                                       ("AveragePool", dict(kernel_shape=[2, 2], ceil_mode=1, count_include_pad=1)),
+                                       ("Sigmoid", {}), ("LeakyRelu", dict(alpha=0.2))])
+def test_qdq_unary_groups_lower_to_qlinear(t, op, attrs):
+    params = [(_scale(), _q((), t))]
+    model, feeds = _qdq_model(op, 1, params, (_scale(0.005, 0.02), _q((), t)), t, (1, 3, 7, 9), **attrs)
+    g = _lowered(model)
+    assert [(n.domain, n.op_type) for n in g.nodes] == [("com.microsoft", "QLinear" + op)], g.log
+    origins = [o for _, o in g.origins["op"]]
+    assert origins[0] == "DequantizeLinear dq0" and origins[-1] == "QuantizeLinear q", origins
+    _check(model, feeds)  # onnxruntime fuses the same group into the same QLinear op: exact
+
+
+@pytest.mark.parametrize("t", TYPES)
+def test_qdq_concat_lowers_to_qlinearconcat(t):
+    params = [(_scale(), _q((), t)) for _ in range(3)]
+    model, feeds = _qdq_model("Concat", 3, params, (_scale(), _q((), t)), t, (1, 4, 5, 5), axis=1)
+    g = _lowered(model)
+    assert [n.op_type for n in g.nodes] == ["QLinearConcat"], g.log
+    assert [o for _, o in g.origins["op"]] == ["DequantizeLinear dq0", "DequantizeLinear dq1",
+                                               "DequantizeLinear dq2", "QuantizeLinear q"]
+    _check(model, feeds)  # onnxruntime fuses the group into QLinearConcat too: exact
+
+
+@pytest.mark.parametrize("t", TYPES)
+def test_qdq_concat_of_equal_parameters_runs_on_int8(t):
+    s, z = _scale(), _q((), t)
+    model, feeds = _qdq_model("Concat", 2, [(s, z), (s, z)], (s, z), t, (2, 3, 4), axis=-1)
+    g = _lowered(model)
+    assert [(n.domain, n.op_type) for n in g.nodes] == [("", "Concat")], g.log
+    assert g.value_info[g.nodes[0].input[0]][0] == NP[t]
+    got = run_with_minirt(model, feeds)[0]
+    np.testing.assert_array_equal(got, np.concatenate([feeds["x0"], feeds["x1"]], axis=-1))
+    _check(model, feeds)
+
+
+def test_qdq_group_that_cannot_lower_says_why():
+    t = np.uint8
+    model, _ = _qdq_model("AveragePool", 1, [(_scale(), _q((), t))], (_scale(), _q((), np.int8)), t, (1, 2, 6, 6),
+                          out_t=np.int8, kernel_shape=[2, 2])
+    g = _lowered(model)
+    assert "AveragePool" in [n.op_type for n in g.nodes]
+    assert any("AveragePool op stays float" in line and "output type differs" in line for line in g.log), g.log
+
+
+# --- DynamicQuantizeMatMul: quantize_dynamic's chain fused ---------------------------------
+
+def _dynamic_matmul(tmp_path, wt, per_channel, bias, a_shape=(2, 7, 48), n=40):
+    """A float MatMul (+ bias Add) quantised by onnxruntime.quantization.quantize_dynamic."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    k = a_shape[-1]
+    w = RNG.standard_normal((k, n)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["a", "w"], ["t" if bias else "y"])]
+    inits = [numpy_helper.from_array(w, "w")]
+    if bias:
+        nodes.append(helper.make_node("Add", ["t", "b"], ["y"]))
+        inits.append(numpy_helper.from_array(RNG.standard_normal(n).astype(np.float32), "b"))
+    g = helper.make_graph(nodes, "mm", [helper.make_tensor_value_info("a", TensorProto.FLOAT, a_shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, (*a_shape[:-1], n))], initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    src, dst = tmp_path / "f.onnx", tmp_path / "q.onnx"
+    import onnx
+    onnx.save(m, src)
+    quantize_dynamic(str(src), str(dst), weight_type=getattr(QuantType, wt), per_channel=per_channel)
+    return onnx.load(str(dst))
+
+
+def _close(got, ref):
+    tol = 1e-6 * max(1.0, float(np.abs(ref).max()))
+    assert got.shape == ref.shape and float(np.abs(got - ref).max()) <= tol, float(np.abs(got - ref).max())
+
+
+@pytest.mark.parametrize("wt, per_channel", [("QInt8", False), ("QInt8", True), ("QUInt8", True)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_dynamic_matmul_chain_fuses_and_matches(tmp_path, wt, per_channel, bias):
+    q = _dynamic_matmul(tmp_path, wt, per_channel, bias)
+    assert {"DynamicQuantizeLinear", "MatMulInteger", "Cast"} <= {n.op_type for n in q.graph.node}
+    g = _lowered(q)
+    assert [(n.domain, n.op_type) for n in g.nodes] == [("com.microsoft", "DynamicQuantizeMatMul")], g.log
+    fused = g.nodes[0]
+    assert len(fused.input) == (5 if bias else 4)
+    originals = {o.split()[0] for _, o in g.origins[fused.name]}
+    assert originals == {"DynamicQuantizeLinear", "MatMulInteger", "Cast", "Mul"} | ({"Add"} if bias else set())
+    a = (RNG.standard_normal((2, 7, 48)) * 3).astype(np.float32)
+    ref = ort.InferenceSession(q.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"a": a})[0]
+    got = run_with_minirt(q, {"a": a})[0]
+    _close(got, ref)
+    # onnxruntime running the fused operator itself, as minibuild wrote it
+    m = g.to_model()
+    m.ir_version = 8
+    ref2 = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"a": a})[0]
+    _close(got, ref2)
+
+
+def test_dynamic_quantize_matmul_node_from_a_model():
+    # a model that carries com.microsoft DynamicQuantizeMatMul (all-negative A: the zero point at 255)
+    b = _q((24, 10), np.int8)
+    consts = {"b": b, "bs": np.linspace(0.01, 0.02, 10).astype(np.float32), "bz": np.zeros(10, np.int8),
+              "bias": RNG.standard_normal(10).astype(np.float32)}
+    node = helper.make_node("DynamicQuantizeMatMul", ["a", "b", "bs", "bz", "bias"], ["y"], domain="com.microsoft")
+    g = helper.make_graph([node], "t", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [3, 24])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 10])],
+                          initializer=[numpy_helper.from_array(v, k) for k, v in consts.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 8
+    for a in (-np.abs(RNG.standard_normal((3, 24))).astype(np.float32), np.zeros((3, 24), np.float32)):
+        ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"a": a})[0]
+        _close(run_with_minirt(m, {"a": a})[0], ref)
