@@ -122,7 +122,7 @@ def plan_target(target: Target, registry: Registry, manifest: Manifest, build_ro
         # Folders that differ between checkouts and output folders, written as
         # placeholders in the action cache's keys (most specific first).
         "roots": [["<target>", str(tdir)], ["<build>", str(build_root)], ["<kernels_src>", str(src)],
-                  ["<zig>", str(toolchain.zig_lib_dir())]],
+                  ["<zig>", str(toolchain.zig_lib_dir())], ["<python>", sys.executable]],
     }
     by_role: dict[str, list[dict]] = {}
     for step in links:

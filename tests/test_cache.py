@@ -35,12 +35,13 @@ def test_a_second_folder_gets_every_object_from_the_cache(tmp_path, classifier_d
     _build(classifier_dir, tmp_path / "b" / "deeper")
     second = [a for a in _actions(tmp_path / "b" / "deeper") if a["name"].startswith("compile ")]
     assert len(second) == len(first) and all(a["cache"] == "hit-local" for a in second)
-    assert f"({len(second)} from the local cache" in capsys.readouterr().err
+    everything = _actions(tmp_path / "b" / "deeper")     # links too (test below)
+    assert f"({len(everything)} from the local cache" in capsys.readouterr().err
     # Objects from the cache are the compiler's bytes: the libraries are identical.
     lib = "linux/x86_64/lib/libminirt.so"
     assert (tmp_path / "a" / lib).read_bytes() == (tmp_path / "b" / "deeper" / lib).read_bytes()
     stats = LocalCache(cache_dir).stats()
-    assert stats["ac"]["entries"] == len(first) and stats["cas"]["entries"] >= len(first) - 1
+    assert stats["ac"]["entries"] == len(everything) and stats["cas"]["entries"] >= len(first) - 1
 
 
 def test_a_flag_change_or_a_header_change_misses(tmp_path, classifier_dir, cache_dir):
@@ -82,3 +83,42 @@ def test_local_cache_unit(tmp_path):
     assert c.get(k) is None and not blob.exists()
     c.put(k, {"object": b"abc"})
     assert c.gc(0)["bytes"] == 0 and c.get(k) is None
+
+
+def _tree(out):
+    """Every artifact of a build (not its intermediate folder), by relative path."""
+    return {str(p.relative_to(out)): p.read_bytes() for sub in ("models", "manifest", "dist")
+            for p in sorted((out / sub).rglob("*")) if p.is_file()}
+
+
+def _report(out):
+    """size_report.json without what names the build's own folder or time."""
+    doc = json.loads((out / "size_report.json").read_text().replace(str(out), "<out>"))
+    for k in ("generated", "baseline"):
+        doc.pop(k, None)
+    return doc
+
+
+def test_a_clean_folder_with_a_warm_cache_executes_no_action(tmp_path, classifier_dir, cache_dir, capsys):
+    """Links, stubs, compiler_rt and maps are cached actions too: a second output folder
+    runs nothing, and its artifacts (the AAR), linker map and size report equal a cold
+    build's. Android: its map names an object by absolute path (compiler_rt)."""
+    def android(out):
+        assert cli.main(["--models", str(classifier_dir), "--out", str(out), "--platform", "android",
+                         "--abi", "arm64-v8a"]) == 0
+    android(tmp_path / "a")
+    cold = _actions(tmp_path / "a")
+    assert any(a["name"].startswith("link ") for a in cold) and all(a["cache"] == "miss" for a in cold)
+    capsys.readouterr()
+    android(tmp_path / "b")
+    warm = _actions(tmp_path / "b")
+    assert sorted(a["name"] for a in warm) == sorted(a["name"] for a in cold)
+    assert all(a["cache"] == "hit-local" for a in warm), [a for a in warm if a["cache"] != "hit-local"]
+    assert f"({len(warm)} from the local cache, 0 from the remote cache, 0 executed)" in capsys.readouterr().err
+    assert _tree(tmp_path / "a") == _tree(tmp_path / "b")
+    # The map names this build's objects, as a fresh link here would.
+    rel = "build/android-arm64-v8a/lib/libminirt.so.map"
+    fresh, served = (tmp_path / "a" / rel).read_text(), (tmp_path / "b" / rel).read_text()
+    assert str(tmp_path / "a") in fresh and str(tmp_path / "a") not in served
+    assert served == fresh.replace(str(tmp_path / "a"), str(tmp_path / "b"))
+    assert _report(tmp_path / "a") == _report(tmp_path / "b")

@@ -104,10 +104,17 @@ def test_a_fresh_machine_gets_every_object_from_the_server(tmp_path, classifier_
     assert len(acs) >= len(first) and any(f.startswith("cas/") for f in stored)
     for f in acs:  # what Bazel's tools read: REAPI ActionResult messages naming CAS digests that exist
         for path, digest, size in decode_result((www / "open" / f).read_bytes()):
-            assert path == "object" and (www / "open" / "cas" / digest).stat().st_size == size
+            # a compile's object, or a link step's outputs by their path in the target's folder
+            assert path == "object" or path.startswith("lib/libminirt.so"), path
+            assert (www / "open" / "cas" / digest).stat().st_size == size
     second = _build(classifier_dir, tmp_path / "b", tmp_path / "cache-b", monkeypatch, "--remote-cache", f"{url}/open")
     assert len(second) == len(first) and all(a["cache"] == "hit-remote" for a in second)
-    assert f"{len(second)} from the remote cache" in capsys.readouterr().err
+    links = [json.loads(line) for line in (tmp_path / "b" / "build" / "actions.jsonl").read_text().splitlines()
+             if json.loads(line)["name"].startswith("link ")]
+    assert links and all(a["cache"] == "hit-remote" for a in links)      # links are cached actions too
+    assert f"(0 from the local cache, {len(second) + len(links)} from the remote cache, 0 executed)" \
+        in capsys.readouterr().err
+
     assert (tmp_path / "a" / LIB).read_bytes() == (tmp_path / "b" / LIB).read_bytes()
 
 
@@ -227,7 +234,9 @@ def test_grpc_a_fresh_machine_gets_every_object_from_buildgrid(tmp_path, classif
     second = _build(classifier_dir, tmp_path / "b", tmp_path / "cache-b", monkeypatch, "--remote-cache", buildgrid)
     assert len(second) == len(first) and all(a["cache"] == "hit-remote" for a in second)
     err = capsys.readouterr().err
-    assert "is not usable" not in err and f"{len(second)} from the remote cache" in err
+    everything = [json.loads(line) for line in (tmp_path / "b" / "build" / "actions.jsonl").read_text().splitlines()]
+    assert all(a["cache"] == "hit-remote" for a in everything)     # the link steps too
+    assert "is not usable" not in err and f"{len(everything)} from the remote cache, 0 executed" in err
     assert (tmp_path / "a" / LIB).read_bytes() == (tmp_path / "b" / LIB).read_bytes()
 
 

@@ -52,13 +52,8 @@ def compile_object(target, source, env):
         proc = subprocess.run(pre + ["-E", "-P", "-o", "-"], capture_output=True, env=env["ENV"])
         if proc.returncode == 0:
             key = action_key("compile", env["ZIG_VERSION"], *_placeholders(pre, env.get("MRT_ROOTS", ())), proc.stdout)
-            hit, where = cache.get(key), "hit-local"
-            remote = _remote()
-            if hit is None and remote is not None:
-                hit, where = remote.get(key), "hit-remote"
-                if hit is not None and "object" in hit:
-                    cache.put(key, hit)
-            if hit is not None and "object" in hit:
+            hit, where = _lookup(cache, key, ["object"])
+            if hit is not None:
                 with open(part, "wb") as f:
                     f.write(hit["object"])
                 os.replace(part, out)
@@ -77,6 +72,76 @@ def compile_object(target, source, env):
         os.remove(part)
     record("compile", out, t0, rc, "miss" if key is not None else "off")
     return rc
+
+
+def _lookup(cache, key, names):
+    """The outputs stored under `key` (local cache first, then the remote one, whose
+    hit is copied into the local cache), with where they came from; (None, "miss")."""
+    hit, where = cache.get(key), "hit-local"
+    remote = _remote()
+    if (hit is None or set(hit) != set(names)) and remote is not None:
+        hit, where = remote.get(key), "hit-remote"
+        if hit is not None and set(hit) == set(names):
+            cache.put(key, hit)
+    if hit is None or set(hit) != set(names):
+        return None, "miss"
+    return hit, where
+
+
+def _to_placeholders(data, roots):
+    for name, root in roots:
+        data = data.replace(root.encode(), name.encode())
+    return data
+
+
+def _from_placeholders(data, roots):
+    for name, root in roots:
+        data = data.replace(name.encode(), root.encode())
+    return data
+
+
+def run_step(kind, argv, inputs, parts, names, env, run, text_outputs=()):
+    """A link, strip, stub or compiler_rt step as a cached action. `argv`: its command
+    (outputs at their .part names); `inputs`: every file it reads besides the
+    toolchain; `parts`: its outputs' .part names; `names`: the same outputs relative to
+    the target's folder (their names in the cache entry); `run()` executes it and returns the
+    exit code. The key is the hash of the step's kind, the zig and Python versions, the
+    command with this build's folders as placeholders, and the bytes of every input.
+    Outputs listed in `text_outputs` (indexes: linker maps, which name object paths)
+    are stored with this build's folders as placeholders and written back with the
+    current ones, so a map served from the cache equals one the link writes here.
+    Returns (exit code, cache result)."""
+    import hashlib
+    import sys
+    cache = _cache(env.get("MRT_CACHE_DIR"))
+    if cache is None:
+        return run(), "off"
+    from minibuild.cache import action_key
+    roots = list(env.get("MRT_ROOTS", ()))
+    digests = []
+    for path in inputs:
+        with open(path, "rb") as f:
+            digests.append(hashlib.sha256(f.read()).hexdigest())
+    key = action_key("step", kind, env["ZIG_VERSION"], sys.version, *_placeholders(argv, roots), "--inputs--",
+                     *digests)
+    hit, where = _lookup(cache, key, names)
+    if hit is not None:
+        for i, (name, part) in enumerate(zip(names, parts)):
+            data = hit[name]
+            with open(part, "wb") as f:
+                f.write(_from_placeholders(data, roots) if i in text_outputs else data)
+        return 0, where
+    rc = run()
+    if rc == 0 and all(os.path.exists(p) for p in parts):
+        outputs = {}
+        for i, (name, part) in enumerate(zip(names, parts)):
+            with open(part, "rb") as f:
+                data = f.read()
+            outputs[name] = _to_placeholders(data, roots) if i in text_outputs else data
+        cache.put(key, outputs)
+        if _remote() is not None:
+            _remote().put(key, outputs)
+    return rc, "miss"
 
 
 _CACHES = {}
@@ -122,6 +187,7 @@ def generate(env, zig_cc=None, cache_dir=None, roots=(), zig_version="", record=
     env["MRT_CACHE_DIR"] = cache_dir
     env["MRT_ROOTS"] = list(roots)
     env["MRT_RECORD"] = record
+    env["MRT_RUN_STEP"] = run_step
     action = SCons.Action.Action(compile_object, strfunction=_show,
                                  varlist=["CCCOM", "CC", "CCFLAGS", "_CPPDEFFLAGS", "_CPPINCFLAGS", "ZIG_VERSION"])
     static_obj, _ = SCons.Tool.createObjBuilders(env)
