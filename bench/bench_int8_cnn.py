@@ -1,12 +1,16 @@
 """int8 CNNs against float: library size per op set and latency, one thread.
 
     python bench/bench_int8_cnn.py [--runs 30] [--out bench-out/int8-cnn] [--json F]
-                                   [--models resnet18,mobilenet_v2] [--no-android]
+                                   [--models resnet18,mobilenet_v2] [--no-android] [--size 224]
 
 Takes tests/test_int8_models.py's float models (a half-width ResNet-18 and a
-MobileNetV2-like net, 1x3x64x64, 10 classes) and quantises each with
-onnxruntime.quantization as the tests do: QDQ per channel (what minibuild lowers to
-QLinearConv & co. at build time) and QOperator. Then, per model:
+MobileNetV2-like net, 1x3x64x64, 10 classes), or with --size 224 torchvision's
+ResNet-18 and MobileNetV2 layouts at full width and 1000 classes, written in torch
+here (random weights; BatchNorm statistics from one training-mode pass over random
+images, so activations keep their scale through the depth instead of underflowing
+once quantised), and quantises each with onnxruntime.quantization as the tests do:
+QDQ per channel (what minibuild lowers to QLinearConv & co. at build time) and
+QOperator. Then, per model:
 
 - sizes: the float model and its QDQ per-channel form are each built alone, for
   linux x86_64 and android arm64-v8a, and the size report's library size and
@@ -44,6 +48,88 @@ from minibuild.verify import import_minirt  # noqa: E402
 TARGETS = {"x86_64": ("linux", "x86_64"), "arm64": ("android", "arm64-v8a")}
 
 
+def _calibrated_export(net, path: Path, size: int):
+    """BatchNorm running statistics from one training-mode pass, then eval-mode export."""
+    import torch
+    nn = torch.nn
+    torch.manual_seed(0)
+    for m in net.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.reset_running_stats()
+            m.momentum = None  # the running statistics become the pass's batch statistics
+    net.train()
+    with torch.no_grad():
+        net(torch.randn(8, 3, size, size))
+    net.eval()
+    torch.onnx.export(net, torch.zeros(1, 3, size, size), str(path), input_names=["input"], output_names=["logits"],
+                      opset_version=13, dynamo=False)
+
+
+def resnet18_full(path: Path, size: int = 224):
+    """torchvision's resnet18 layout: 7x7/2 stem, 3x3/2 MaxPool, stages of two basic
+    blocks (64, 128, 256, 512), 1x1/2 projection shortcuts, GlobalAveragePool, FC 1000."""
+    import torch
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.c1, self.b1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout)
+            self.c2, self.b2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout)
+            self.down = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+                         if stride != 1 or cin != cout else None)
+
+        def forward(self, x):
+            y = torch.relu(self.b1(self.c1(x)))
+            y = self.b2(self.c2(y))
+            return torch.relu(y + (self.down(x) if self.down is not None else x))
+
+    torch.manual_seed(0)
+    layers = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
+    cin = 64
+    for i, c in enumerate([64, 128, 256, 512]):
+        layers += [Block(cin, c, 1 if i == 0 else 2), Block(c, c, 1)]
+        cin = c
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 1000)]
+    _calibrated_export(nn.Sequential(*layers), path, size)
+
+
+def mobilenet_v2_full(path: Path, size: int = 224):
+    """torchvision's mobilenet_v2 layout: 3x3/2 stem 32, inverted residual blocks
+    (expand 1x1 + ReLU6, depthwise 3x3 + ReLU6, project 1x1), 1x1 to 1280, FC 1000."""
+    import torch
+    nn = torch.nn
+
+    def cbr(cin, cout, k, s, groups=1):
+        return [nn.Conv2d(cin, cout, k, s, k // 2, groups=groups, bias=False), nn.BatchNorm2d(cout), nn.ReLU6()]
+
+    class Inverted(nn.Module):
+        def __init__(self, cin, cout, s, t):
+            super().__init__()
+            h = cin * t
+            layers = (cbr(cin, h, 1, 1) if t != 1 else []) + cbr(h, h, 3, s, groups=h)
+            layers += [nn.Conv2d(h, cout, 1, bias=False), nn.BatchNorm2d(cout)]
+            self.body = nn.Sequential(*layers)
+            self.res = s == 1 and cin == cout
+
+        def forward(self, x):
+            return x + self.body(x) if self.res else self.body(x)
+
+    torch.manual_seed(0)
+    layers = cbr(3, 32, 3, 2)
+    cin = 32
+    for t, c, n, s in [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                       (6, 320, 1, 1)]:
+        for i in range(n):
+            layers.append(Inverted(cin, c, s if i == 0 else 1, t))
+            cin = c
+    layers += cbr(cin, 1280, 1, 1) + [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(1280, 1000)]
+    _calibrated_export(nn.Sequential(*layers), path, size)
+
+
+FULL_MODELS = {"resnet18": resnet18_full, "mobilenet_v2": mobilenet_v2_full}
+
+
 def build(model: Path, out: Path, platform: str, abi: str) -> dict:
     """Builds `model` alone for one target; returns its size report artifact."""
     mdir = out / "models"
@@ -79,6 +165,8 @@ def main() -> int:
     ap.add_argument("--models", default="resnet18,mobilenet_v2")
     ap.add_argument("--no-android", action="store_true", help="sizes for x86_64 only")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--size", type=int, default=64,
+                    help="64: the tests' small models; 224 (or any other): torchvision's layouts at that size")
     args = ap.parse_args()
 
     import onnxruntime as ort
@@ -87,13 +175,16 @@ def main() -> int:
     src.mkdir(parents=True, exist_ok=True)
     results = []
     for name in [n for n in args.models.split(",") if n]:
-        fp = src / f"{name}.onnx"
+        fp = src / (f"{name}.onnx" if args.size == 64 else f"{name}_{args.size}.onnx")
         if not fp.exists():
             print(f"exporting {name} ...", flush=True)
-            t8.FLOAT_MODELS[name](fp)
+            if args.size == 64:
+                t8.FLOAT_MODELS[name](fp)
+            else:
+                FULL_MODELS[name](fp, args.size)
         forms = {"float": fp}
         for form in ("qdq_channel", "qoperator"):
-            forms[form] = src / f"{name}_{form}.onnx"
+            forms[form] = src / f"{fp.stem}_{form}.onnx"
             if not forms[form].exists():
                 t8._quantise(fp, forms[form], form)
 

@@ -602,19 +602,23 @@ static void mrt_qgemm_store_q(const mrt_qgemm_requant *rq, size_t i, size_t j, s
 
 /* Rows [i_lo, i_hi) x columns [j_lo, j_hi) of C from the packed operands. */
 static void mrt_qgemm_block(const mrt_qgemm_kernel *kern, size_t m, size_t n, size_t k, const char *pa,
-                            const char *pb, int accumulate, const mrt_qgemm_requant *rq, int32_t *MRT_RESTRICT c,
-                            size_t ldc, size_t i_lo, size_t i_hi, size_t j_lo, size_t j_hi) {
+                            const char *pb, const mrt_qgemm_src *b, char *sb, int accumulate,
+                            const mrt_qgemm_requant *rq, int32_t *MRT_RESTRICT c, size_t ldc, size_t i_lo,
+                            size_t i_hi, size_t j_lo, size_t j_hi) {
   const size_t mr = kern->mr, nr = kern->nr, kq = mrt_qgemm_kq(kern, k);
   const size_t pa_bytes = mrt_qgemm_panel_bytes(kern, mr, k), pb_bytes = mrt_qgemm_panel_bytes(kern, nr, k);
-  int32_t edge[8 * 32];
-  MRT_ASSERT(mr * nr <= 8 * 32);
+  int32_t edge[12 * 32];
+  MRT_ASSERT(mr * nr <= 12 * 32);
   (void)n;
-  /* A block (mc rows) in L2, then each B panel (nr x k) in L1 over it. */
-  for (size_t i0 = i_lo; i0 < i_hi; i0 += kern->mc) {
-    const size_t i1 = i0 + kern->mc < i_hi ? i0 + kern->mc : i_hi;
+  /* A block (mc rows) in L2, then each B panel (nr x k) in L1 over it; a B packed
+   * here is packed a panel at a time, just before all of A runs over it in L1. */
+  const size_t mc = sb ? i_hi - i_lo : kern->mc;
+  for (size_t i0 = i_lo; i0 < i_hi; i0 += mc) {
+    const size_t i1 = i0 + mc < i_hi ? i0 + mc : i_hi;
     for (size_t j = j_lo; j < j_hi; j += nr) {
       const char *bp = pb + j / nr * pb_bytes;
       const size_t nw = j_hi - j < nr ? j_hi - j : nr;
+      if (sb) mrt_qgemm_pack_b_cols(kern, j, j + nw, k, b, sb);
       for (size_t i = i0; i < i1; i += mr) {
         const char *ap = pa + i / mr * pa_bytes;
         const size_t mw = m - i < mr ? m - i : mr;
@@ -655,13 +659,12 @@ static void mrt_qgemm_task(void *varg, size_t task, size_t thread) {
   if (lo >= total) return;
   const size_t hi = total - lo < jb->per_task * unit ? total : lo + jb->per_task * unit;
   if (jb->split_n) {
-    if (jb->sb) mrt_qgemm_pack_b_cols(jb->kern, lo, hi, jb->k, jb->b, jb->sb);
-    mrt_qgemm_block(jb->kern, jb->m, jb->n, jb->k, jb->pa, jb->pb, jb->accumulate, jb->rq, jb->c, jb->ldc, 0, jb->m,
-                    lo, hi);
+    mrt_qgemm_block(jb->kern, jb->m, jb->n, jb->k, jb->pa, jb->pb, jb->b, jb->sb, jb->accumulate, jb->rq, jb->c,
+                    jb->ldc, 0, jb->m, lo, hi);
   } else {
     if (jb->sa) mrt_qgemm_pack_a_rows(jb->kern, lo, hi - lo, jb->k, jb->a, jb->sa);
-    mrt_qgemm_block(jb->kern, jb->m, jb->n, jb->k, jb->pa, jb->pb, jb->accumulate, jb->rq, jb->c, jb->ldc, lo, hi, 0,
-                    jb->n);
+    mrt_qgemm_block(jb->kern, jb->m, jb->n, jb->k, jb->pa, jb->pb, jb->b, NULL, jb->accumulate, jb->rq, jb->c,
+                    jb->ldc, lo, hi, 0, jb->n);
   }
 }
 
