@@ -73,6 +73,8 @@ def main() -> int:
 
     import onnxruntime as ort
 
+    ort.set_default_logger_severity(3)
+
     src = args.out / "models"
     src.mkdir(parents=True, exist_ok=True)
     wanted = args.models.split(",")
@@ -83,6 +85,12 @@ def main() -> int:
         else:
             (p,) = [p for p in models.light_model_paths() if Path(p).stem == name]
             model, _ = randomize_constant_weights(onnx.load(str(p)), seed=0)
+            # Weights listed as graph inputs too are not constants to onnxruntime
+            # (no folding, no prepacking): minirt's build treats them as constants.
+            inits = {i.name for i in model.graph.initializer}
+            keep = [i for i in model.graph.input if i.name not in inits]
+            del model.graph.input[:]
+            model.graph.input.extend(keep)
             onnx.save(model, str(src / f"{name}.onnx"))
     opts = Options(models=src, out=args.out / "build", platforms=["linux"], abis=[toolchain.host_abi()])
     run_build(opts)

@@ -90,10 +90,50 @@ MRT_SGEMM_TILE(mrt_sgemm_kernel_8x48__avx512, MRT_AVX512, mrt_v16f, 16, 8, 3, 8,
 MRT_SGEMM_TILE(mrt_sgemm_kernel_1x48__avx512, MRT_AVX512, mrt_v16f, 16, 1, 3, 8, 48)
 MRT_SGEMM_TILE(mrt_sgemm_kernel_8x16__avx512, MRT_AVX512, mrt_v16f, 16, 8, 1, 8, 48)
 MRT_SGEMM_TILE(mrt_sgemm_kernel_8x32__avx512, MRT_AVX512, mrt_v16f, 16, 8, 2, 8, 48)
+/* The last one or two columns of a B panel (N = 49 for a 7 x 7 image is 48 + 1):
+ * the eight rows of an A panel are one ymm vector per k step, so a column
+ * costs one FMA per k where a 16-wide tile spends eight; k is unrolled by four
+ * for independent chains. Writes two columns (the caller's edge buffer). */
+MRT_AVX512 static void mrt_sgemm_kernel_8x2__avx512(size_t kc, const float *MRT_RESTRICT a,
+                                                  const float *MRT_RESTRICT b, float *MRT_RESTRICT c,
+                                                  size_t ldc, const mrt_sgemm_tile_args *args) {
+  mrt_v8f acc[2][4];
+  _Pragma("clang loop unroll(full)") for (int j = 0; j < 2; ++j)
+    _Pragma("clang loop unroll(full)") for (int u = 0; u < 4; ++u) acc[j][u] = (mrt_v8f){0};
+  size_t q = 0;
+  for (; q + 4 <= kc; q += 4)
+    _Pragma("clang loop unroll(full)") for (int u = 0; u < 4; ++u) {
+      mrt_v8f av;
+      __builtin_memcpy(&av, a + (q + u) * 8, sizeof av);
+      _Pragma("clang loop unroll(full)") for (int j = 0; j < 2; ++j) acc[j][u] += av * b[(q + u) * 48 + j];
+    }
+  for (; q < kc; ++q) {
+    mrt_v8f av;
+    __builtin_memcpy(&av, a + q * 8, sizeof av);
+    _Pragma("clang loop unroll(full)") for (int j = 0; j < 2; ++j) acc[j][0] += av * b[q * 48 + j];
+  }
+  for (int j = 0; j < 2; ++j) {
+    const mrt_v8f sum = (acc[j][0] + acc[j][1]) + (acc[j][2] + acc[j][3]);
+    float t[8];
+    __builtin_memcpy(t, &sum, sizeof t);
+    for (int r = 0; r < 8; ++r) {
+      float x = t[r];
+      if (args->accumulate) x += c[(size_t)r * ldc + j];
+      if (args->last) {
+        if (args->bias_row) x += args->bias_row[r];
+        if (args->bias_col) x += args->bias_col[j];
+        x = x < args->lo ? args->lo : x;
+        x = x > args->hi ? args->hi : x;
+      }
+      c[(size_t)r * ldc + j] = x;
+    }
+  }
+}
 const mrt_sgemm_kernel mrt_sgemm_avx512 = {8, 48, 128, 1536, mrt_sgemm_kernel_8x48__avx512,
                                            mrt_sgemm_kernel_1x48__avx512,
-                                           {mrt_sgemm_kernel_8x16__avx512, mrt_sgemm_kernel_8x32__avx512},
-                                           {16, 32}};
+                                           {mrt_sgemm_kernel_8x2__avx512, mrt_sgemm_kernel_8x16__avx512,
+                                            mrt_sgemm_kernel_8x32__avx512},
+                                           {2, 16, 32}};
 static const mrt_sgemm_kernel mrt_sgemm_sse = {6, 8, 120, 2048, mrt_sgemm_kernel_6x8__sse,
                                                mrt_sgemm_kernel_1x8__sse,
                                                {mrt_sgemm_kernel_6x4__sse, NULL}, {4, 0}};
@@ -316,7 +356,7 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
             }
             if (mm * 3 > mr) {
               mrt_sgemm_tile_fn tile = kern->tile;
-              for (int t = 0; t < 2; ++t)
+              for (int t = 0; t < 3; ++t)
                 if (kern->narrow[t] && nn <= kern->narrow_w[t]) {
                   tile = kern->narrow[t];
                   break;

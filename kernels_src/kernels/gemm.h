@@ -25,7 +25,8 @@
 extern "C" {
 #endif
 
-/* k block: a B micro-panel (MRT_SGEMM_KC x nr floats) stays in L1. */
+/* k block: a B micro-panel (MRT_SGEMM_KC x nr floats) stays in L1 (or L2:
+ * 256 measured best for the 8 x 48 AVX-512 tile too, against 64, 128, 192). */
 #define MRT_SGEMM_KC 256
 
 /* Extra per-tile arguments, applied only on the last k block. */
@@ -51,8 +52,8 @@ typedef struct mrt_sgemm_kernel {
   /* mr x narrow_w[i] tiles reading the first columns of an nr-wide B panel,
    * narrowest first (NULL: none): a few edge columns (N = 49 = 3 * 16 + 1 for
    * a 7x7 image) cost a narrow tile, not a full one. */
-  mrt_sgemm_tile_fn narrow[2];
-  uint32_t narrow_w[2];
+  mrt_sgemm_tile_fn narrow[3];
+  uint32_t narrow_w[3];
 } mrt_sgemm_kernel;
 
 /* The best micro-kernel for the running CPU (cpuid on x86). */
