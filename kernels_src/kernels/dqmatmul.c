@@ -18,6 +18,14 @@
 
 #if defined(MRT_KERNEL_SUFFIX) && defined(MRT_OP_DynamicQuantizeMatMul)
 
+typedef float dq_v8f __attribute__((vector_size(32)));
+typedef int32_t dq_v8i __attribute__((vector_size(32)));
+typedef uint8_t dq_v8b __attribute__((vector_size(8)));
+
+static inline dq_v8f dq_sel(dq_v8i m, dq_v8f a, dq_v8f b) {
+  return (dq_v8f)((m & (dq_v8i)a) | (~m & (dq_v8i)b));
+}
+
 typedef struct dqmm_params {
   const mrt_qgemm_kernel *kern;
   size_t m, k, n;
@@ -87,9 +95,23 @@ void MRT_KERNEL(mrt_dynamicquantizematmul_run)(const mrt_node *node, void *scrat
   uint8_t *qa = scratch;
   int32_t *acc = (int32_t *)((char *)scratch + p->qa_bytes);
   void *gs = (char *)scratch + p->qa_bytes + p->acc_bytes;
-  /* DynamicQuantizeLinear: min and max (with 0), then quantise by division. */
+  /* DynamicQuantizeLinear: min and max (with 0), then quantise by division, eight
+   * lanes at a time (selects, not fmin/fmax: a NaN is skipped by the range and
+   * quantises to the low end, as DynamicQuantizeLinear's kernel does). */
+  dq_v8f vlo = {0}, vhi = {0};
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    dq_v8f v;
+    memcpy(&v, x + i, sizeof v);
+    vlo = dq_sel(v < vlo, v, vlo);
+    vhi = dq_sel(v > vhi, v, vhi);
+  }
   float lo = 0.0f, hi = 0.0f;
-  for (size_t i = 0; i < count; i++) {
+  for (int l = 0; l < 8; l++) {
+    lo = vlo[l] < lo ? vlo[l] : lo;
+    hi = vhi[l] > hi ? vhi[l] : hi;
+  }
+  for (; i < count; i++) {
     lo = x[i] < lo ? x[i] : lo;
     hi = x[i] > hi ? x[i] : hi;
   }
@@ -98,9 +120,21 @@ void MRT_KERNEL(mrt_dynamicquantizematmul_run)(const mrt_node *node, void *scrat
   z0 = z0 < 0.0f ? 0.0f : z0 > 255.0f ? 255.0f : z0;
   const int32_t za = (int32_t)mrt_q_rint(z0);
   const float qlo = (float)(0 - za), qhi = (float)(255 - za);
-  for (size_t i = 0; i < count; i++) {
+  const dq_v8f vs = (dq_v8f){0} + scale, vql = (dq_v8f){0} + qlo, vqh = (dq_v8f){0} + qhi;
+  const dq_v8f magic = (dq_v8f){0} + 12582912.0f; /* mrt_q_rint's 1.5 * 2^23 */
+  for (i = 0; i + 8 <= count; i += 8) {
+    dq_v8f v;
+    memcpy(&v, x + i, sizeof v);
+    v = v / vs;
+    v = dq_sel(v > vql, v, vql);
+    v = dq_sel(v < vqh, v, vqh);
+    v = (v + magic) - magic;
+    const dq_v8b q = __builtin_convertvector(__builtin_convertvector(v, dq_v8i) + za, dq_v8b);
+    memcpy(qa + i, &q, sizeof q);
+  }
+  for (; i < count; i++) {
     float v = x[i] / scale;
-    v = v > qlo ? v : qlo; /* NaN gives the low end, as DynamicQuantizeLinear */
+    v = v > qlo ? v : qlo;
     v = v < qhi ? v : qhi;
     qa[i] = (uint8_t)((int32_t)mrt_q_rint(v) + za);
   }
