@@ -269,6 +269,8 @@ def _vmhwm_mb() -> float:
 
 def load_engine(engine: str, path: Path, threads: int, model: str, minirt_python: Path | None):
     """A zero-argument callable running one inference; it returns the first output."""
+    if engine == "none":  # the interpreter and numpy alone: the floor under every engine's RSS
+        return lambda: np.zeros(1, np.float32)
     if engine == "minirt":
         sys.path.insert(0, str(minirt_python))
         import minirt
@@ -299,9 +301,11 @@ def load_engine(engine: str, path: Path, threads: int, model: str, minirt_python
         it.allocate_tensors()
         rng = np.random.default_rng(SEED)
         for d in it.get_input_details():
-            if np.issubdtype(d["dtype"], np.integer):
-                hi = VOCAB if "ids" in d["name"] else 2
-                x = rng.integers(0, hi, size=d["shape"]).astype(d["dtype"])
+            if "mask" in d["name"]:  # as onnx_feeds: the last quarter is padding
+                x = np.ones(d["shape"], d["dtype"])
+                x[..., SEQ - SEQ // 4:] = 0
+            elif np.issubdtype(d["dtype"], np.integer):
+                x = rng.integers(0, VOCAB, size=d["shape"]).astype(d["dtype"])
             else:
                 x = rng.standard_normal(d["shape"]).astype(d["dtype"])
             it.set_tensor(d["index"], x)
@@ -344,10 +348,15 @@ class Engine:
         cmd = [sys.executable, __file__, "--_worker", name, "--_path", str(path), "--_threads", str(threads),
                "--_model", model, "--_save", str(save), "--_minirt-python", str(minirt_python)]
         env = dict(os.environ, OMP_NUM_THREADS=str(threads), TF_CPP_MIN_LOG_LEVEL="2")
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        self.log = save.with_suffix(".log")
+        with open(self.log, "w") as log:  # the engines' own chatter (TF, cpuinfo) goes here
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
+                                         env=env)
         line = self.proc.stdout.readline()
         if not line:
-            raise RuntimeError(f"{name} on {path}: the worker exited with {self.proc.wait()} before its first run")
+            tail = (self.log.read_text().strip().splitlines() or ["no message"])[-1][:200]
+            raise RuntimeError(f"the worker exited with {self.proc.wait()} before its first run: {tail} "
+                               f"(all of it in {self.log})")
         self.hello = json.loads(line)
 
     def block(self, runs: int) -> list[float]:
@@ -366,7 +375,7 @@ class Engine:
 
 # --- driver --------------------------------------------------------------------------
 
-def prepare_all(models: list[str], work: Path, engines: list[str]) -> dict[tuple[str, str], Path | str]:
+def prepare_all(models: list[str], work: Path, engines: list[str], fresh: bool) -> dict[tuple[str, str], Path | str]:
     """Each model in each form the engines need, cached; a form that fails is reported, not fatal."""
     forms = sorted({ENGINE_FORM[e] for e in engines if ENGINE_FORM[e] != "mrt"} | {"onnx"})
     paths: dict[tuple[str, str], Path | str] = {}
@@ -374,6 +383,9 @@ def prepare_all(models: list[str], work: Path, engines: list[str]) -> dict[tuple
         for form in forms:
             dest = work / "models" / model / f"{model}.{form}"
             failed = dest.with_suffix(f".{form}.failed")
+            if fresh:
+                dest.unlink(missing_ok=True)
+                failed.unlink(missing_ok=True)
             if dest.is_file():
                 paths[(model, form)] = dest
                 continue
@@ -396,8 +408,10 @@ def prepare_all(models: list[str], work: Path, engines: list[str]) -> dict[tuple
     return paths
 
 
-def build_minirt(models: list[str], paths: dict, work: Path) -> tuple[Path, Path]:
-    """One minirt for every ONNX model, rebuilt each run (the kernels may have changed)."""
+def build_minirt(models: list[str], paths: dict, work: Path, rev: str | None) -> tuple[Path, Path]:
+    """One minirt for every ONNX model, rebuilt each run (the kernels may have changed):
+    from this checkout's working tree, or with `rev` from that commit's files
+    (`git archive`), so edits in progress in the tree do not enter the numbers."""
     src = work / "minirt-models"
     shutil.rmtree(src, ignore_errors=True)
     src.mkdir(parents=True)
@@ -406,9 +420,19 @@ def build_minirt(models: list[str], paths: dict, work: Path) -> tuple[Path, Path
         if isinstance(p, Path):
             shutil.copyfile(p, src / f"{model}.onnx")
     out = work / "minirt"
-    exe = Path(sys.executable).parent / "minibuild"
-    subprocess.run([str(exe), "--models", str(src), "--platform", "linux", "--abi", "x86_64", "--out", str(out)],
-                   check=True, stdout=subprocess.DEVNULL)
+    env = dict(os.environ)
+    if rev:
+        tree = work / "minirt-src"
+        shutil.rmtree(tree, ignore_errors=True)
+        tree.mkdir(parents=True)
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+        env["PYTHONPATH"] = str(tree.resolve())
+    cmd = [sys.executable, "-m", "minibuild", "--models", str(src.resolve()), "--platform", "linux",
+           "--abi", "x86_64", "--out", str(out.resolve())]
+    r = subprocess.run(cmd, env=env, cwd=str(work), capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(f"minibuild failed for {src} (exit {r.returncode}):\n{(r.stdout + r.stderr)[-3000:]}")
     return out / "models", out / "linux" / "x86_64" / "python"
 
 
@@ -463,7 +487,7 @@ def fmt_ms(x):
 def table(results: list[dict], threads: int, engines: list[str]) -> str:
     rows = [r for r in results if r["threads"] == threads]
     head = (["model"] + [f"{e} ms" for e in engines] + [f"{e}/ort" for e in engines if e != "onnxruntime"]
-            + [f"{e}/fastest" for e in engines] + [f"{e} MB" for e in engines] + ["minirt vs ort max abs", "ExecuTorch vs ort max abs"])
+            + [f"{e}/fastest" for e in engines] + [f"{e} MB" for e in engines])
     lines = [f"### {threads} thread{'s' if threads > 1 else ''}", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     ratios = []
@@ -476,15 +500,18 @@ def table(results: list[dict], threads: int, engines: list[str]) -> str:
         cells += [f"{ms[e] / ort:.2f}" if ms[e] and ort else "–" for e in engines if e != "onnxruntime"]
         cells += [f"{ms[e] / fastest:.2f}" if ms[e] else "–" for e in engines]
         cells += [f"{r['engines'][e]['peak_rss_mb']:.0f}" if e in r["engines"] else "–" for e in engines]
-        for e in ("minirt", "executorch"):
-            c = r["engines"].get(e, {}).get("vs_onnxruntime")
-            cells.append(f"{c['max_abs']:.1e} ({c['rel_to_range']:.1e} of range)" if c else "–")
         if ms.get("minirt") and ort:
             ratios.append(ms["minirt"] / ort)
         lines.append("| " + " | ".join(cells) + " |")
     if ratios:
         lines += ["", f"Geometric mean of minirt / onnxruntime over {len(ratios)} models: "
                   f"**{math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}** (< 1: minirt is faster)."]
+    checks = [f"{r['model']} {e} {c['max_abs']:.1e} ({c['rel_to_range']:.1e} of the output's range)"
+              for r in rows for e in engines if (c := r["engines"].get(e, {}).get("vs_onnxruntime"))]
+    if checks:
+        lines += ["", "Max abs difference from onnxruntime's output on the same input: " + "; ".join(checks) + ". "
+                  "(ExecuTorch's int8 model is quantised by its own quantizer from the same float weights, so "
+                  "its difference includes a different quantisation.)"]
     missing = {(r["model"], e): why for r in rows for e, why in r["not_run"].items()}
     if missing:
         lines += [""] + [f"- {m}, {e}: not run ({why})" for (m, e), why in sorted(missing.items())]
@@ -500,6 +527,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=10, help="runs per block")
     ap.add_argument("--out", type=Path, default=Path("bench-out/peers.md"), help="Markdown; JSON beside it")
     ap.add_argument("--work", type=Path, default=Path("bench-out/peers"), help="exports, conversions, the minirt build")
+    ap.add_argument("--fresh", action="store_true", help="export and convert again instead of using the cache")
+    ap.add_argument("--minirt-rev", help="build minirt from this commit (e.g. HEAD) instead of the working tree")
     ap.add_argument("--_worker"), ap.add_argument("--_prepare"), ap.add_argument("--_path")
     ap.add_argument("--_threads", dest="threads_n", type=int), ap.add_argument("--_model")
     ap.add_argument("--_save"), ap.add_argument("--_minirt-python", dest="minirt_python")
@@ -517,12 +546,15 @@ def main() -> int:
     if bad:
         ap.error(f"unknown {', '.join(bad)}; models: {', '.join(MODELS)}; engines: {', '.join(ENGINES)}")
     started = datetime.datetime.now(datetime.timezone.utc)
-    paths = prepare_all(models, args.work, args.engines)
+    paths = prepare_all(models, args.work, args.engines, args.fresh)
     mrt_dir = None
     if "minirt" in args.engines:
-        mrt_dir, args.minirt_python = build_minirt(models, paths, args.work)
+        mrt_dir, args.minirt_python = build_minirt(models, paths, args.work, args.minirt_rev)
     scratch = args.work / "outputs"
     scratch.mkdir(parents=True, exist_ok=True)
+    floor = Engine("none", models[0], Path(os.devnull), 1, scratch / "none.npy", args.minirt_python)
+    floor.close()
+    floor_mb = floor.hello["vmhwm_mb"]
     results = []
     for threads in (int(t) for t in args.threads.split(",")):
         for model in models:
@@ -538,7 +570,8 @@ def main() -> int:
     header = [f"# minirt and its peers, {started:%Y-%m-%d %H:%M} UTC", "",
               f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average at the end "
               f"{load[0]:.1f}; rounds {args.rounds} x {args.runs} runs, median of per-round medians; "
-              "peak RSS is VmHWM of the engine's own process after loading and one run. "
+              "peak RSS is VmHWM of the engine's own process after loading and one run "
+              f"(the Python interpreter and numpy alone: {floor_mb:.0f} MB). "
               "LiteRT runs Keras models with their own random weights (timing only). "
               "Ratios < 1: faster than onnxruntime / the fastest.", ""]
     md = "\n".join(header + [table(results, t, args.engines) + "\n" for t in sorted({r['threads'] for r in results})])
@@ -554,7 +587,7 @@ def main() -> int:
             versions[d] = None
     args.out.with_suffix(".json").write_text(json.dumps(
         {"started_utc": started.isoformat(), "cpu_count": os.cpu_count(), "loadavg_end": load,
-         "versions": versions, "rounds": args.rounds, "runs": args.runs, "results": results}, indent=2))
+         "versions": versions, "python_numpy_floor_mb": floor_mb, "rounds": args.rounds, "runs": args.runs, "results": results}, indent=2))
     return 0
 
 
