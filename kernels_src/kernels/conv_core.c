@@ -97,6 +97,68 @@ static void mrt_conv_im2col_pack(const void *vctx, size_t k0, size_t kc, size_t 
   }
 }
 
+#if defined(__x86_64__)
+#define MRT_AVX512F __attribute__((target("avx512f,avx2,fma")))
+MRT_AVX512F static inline mrt_v16f mrt_load16(const float *s, size_t n) {
+  return __builtin_ia32_loadups512_mask(s, (mrt_v16f){0}, (unsigned short)(n >= 16 ? 0xffffu : (1u << n) - 1u));
+}
+MRT_AVX512F static inline void mrt_store16(float *d, mrt_v16f v, size_t n) {
+  __builtin_ia32_storeups512_mask(d, v, (unsigned short)(n >= 16 ? 0xffffu : (1u << n) - 1u));
+}
+
+/* The same packer with AVX-512F, for the 48-wide panels of that GEMM kernel:
+ * a run is copied 16 floats at a time, its ragged end by one masked load and
+ * store; stride 2 takes the even floats of 32 with one permute. */
+MRT_AVX512F static void mrt_conv_im2col_pack__avx512(const void *vctx, size_t k0, size_t kc, size_t j0,
+                                                    size_t nc, size_t nr, float *MRT_RESTRICT dst) {
+  const mrt_im2col_ctx *ic = (const mrt_im2col_ctx *)vctx;
+  const mrt_conv_params *p = ic->p;
+  const size_t sx = p->s[2];
+  if (sx > 2 || nr > 64) {
+    mrt_conv_im2col_pack(vctx, k0, kc, j0, nc, nr, dst);
+    return;
+  }
+  const size_t ow = p->out[2], oh = p->out[1];
+  const size_t zstep = p->s[0] * p->xp[1] * p->xp[2], ystep = p->s[1] * p->xp[2];
+  size_t run_col[64], run_len[64], run_base[64];
+  for (size_t pc = 0; pc < nc; pc += nr, dst += nr * kc) {
+    const size_t pw = mrt_min(nr, nc - pc);
+    size_t nruns = 0;
+    for (size_t col = 0; col < pw;) {
+      const size_t j = j0 + pc + col, row = j / ow, ox = j % ow;
+      const size_t len = mrt_min(ow - ox, pw - col);
+      run_col[nruns] = col;
+      run_len[nruns] = len;
+      run_base[nruns] = (row / oh) * zstep + (row % oh) * ystep + ox * sx;
+      ++nruns;
+      col += len;
+    }
+    for (size_t q = 0; q < kc; ++q) {
+      const float *src = ic->x + p->kofs[k0 + q];
+      float *d = dst + q * nr;
+      for (size_t r = 0; r < nruns; ++r) {
+        float *dr = d + run_col[r];
+        const float *sr = src + run_base[r];
+        const size_t len = run_len[r];
+        if (sx == 1) {
+          for (size_t t = 0; t < len; t += 16) mrt_store16(dr + t, mrt_load16(sr + t, len - t), len - t);
+        } else {
+          /* Inputs 2t .. 2t + 2 (len - t) - 2 are read: the last one at 2 (len - 1). */
+          for (size_t t = 0; t < len; t += 16) {
+            const size_t n = 2 * (len - t) - 1;
+            const mrt_v16f u = mrt_load16(sr + 2 * t, n), w = mrt_load16(sr + 2 * t + 16, n > 16 ? n - 16 : 0);
+            const mrt_v16f ev =
+                __builtin_shufflevector(u, w, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+            mrt_store16(dr + t, ev, len - t);
+          }
+        }
+      }
+      for (size_t t = pw; t < nr; ++t) d[t] = 0.0f;
+    }
+  }
+}
+#endif
+
 /* The zero-padded copy of one group's input that im2col reads. Only the input's
  * own samples are written: the zero border is the same for every group and is
  * cleared once per run by the caller. */
@@ -535,7 +597,11 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
         b.cs = 1;
         b.scale = 1.0f;
       } else {
+#if defined(__x86_64__)
+        b.pack = p->kern == &mrt_sgemm_avx512 ? mrt_conv_im2col_pack__avx512 : mrt_conv_im2col_pack;
+#else
         b.pack = mrt_conv_im2col_pack;
+#endif
         b.pack_ctx = &ic;
       }
       ep.bias_row = bias ? bias + g * p->m : NULL;
