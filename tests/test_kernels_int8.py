@@ -23,7 +23,7 @@ ort = pytest.importorskip("onnxruntime")
 testing = pytest.importorskip("minibuild.testing")
 
 RNG = np.random.default_rng(11)
-ISAS = [None, "avxvnni", "avx2", "sse"]  # qgemm families on x86_64: best (AVX512-VNNI here), AVX-VNNI, AVX2, SSE
+ISAS = [None, "avx512vnni", "avxvnni", "avx2", "sse"]  # qgemm families on x86_64: best (AMX here), AVX512-VNNI, AVX-VNNI, AVX2, SSE
 
 
 def _vi(name, arr):

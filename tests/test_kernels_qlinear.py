@@ -70,7 +70,7 @@ def test_qlinearconv(xt, wt, c, m, group, k, stride, pad):
     _check(model, {"x": x})
 
 
-ISAS = [None, "avxvnni", "avx2", "sse"]  # qgemm families on x86_64: best (AVX512-VNNI here), AVX-VNNI, AVX2, SSE
+ISAS = [None, "avx512vnni", "avxvnni", "avx2", "sse"]  # qgemm families on x86_64: best (AMX here), AVX512-VNNI, AVX-VNNI, AVX2, SSE
 
 
 @pytest.fixture

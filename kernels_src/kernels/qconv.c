@@ -261,15 +261,14 @@ static void dw_channels(const qconv_params *p, const uint8_t *planes, yq_t *y, i
   for (size_t m = m0; m < m1; m++) {
     mrt_qgemm_depthwise(p->kern, oh * gw, planes + m * p->chan_bytes, MRT_T0_DTYPE == MRT_DTYPE_INT8, p->off,
                         p->kpair, p->wd + m * p->kpair * 2, acc);
-    const uint32_t bias = (uint32_t)p->bias[m];
-    const float sc = p->scale[m];
     yq_t *ym = y + m * oh * ow;
-    for (size_t gy = 0; gy < oh; gy++) {
-      const int32_t *a = acc + gy * gw;
-      yq_t *yr = ym + gy * ow;
-      for (size_t j = 0; j < ow; j++)
-        yr[j] = (yq_t)mrt_q_requant((int32_t)((uint32_t)a[j] + bias), sc, p->zy, p->lo, p->hi);
-    }
+    /* the same channel's bias and scale for every grid row */
+    if (gw == ow)
+      mrt_qgemm_requant_rows(p->kern, 1, oh * ow, acc, 0, p->bias + m, p->scale + m, 0, p->zy, p->lo, p->hi, ym, 0);
+    else
+      for (size_t gy = 0; gy < oh; gy++)
+        mrt_qgemm_requant_rows(p->kern, 1, ow, acc + gy * gw, 0, p->bias + m, p->scale + m, 0, p->zy, p->lo, p->hi,
+                               ym + gy * ow, 0);
   }
 }
 

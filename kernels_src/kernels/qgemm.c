@@ -46,7 +46,14 @@ typedef void (*mrt_qgemm_tile_fn)(size_t kq, const void *MRT_RESTRICT a, const v
 typedef void (*mrt_qgemm_dw_fn)(size_t n, const uint8_t *MRT_RESTRICT x, int is_signed, const size_t *off,
                                 size_t npairs, const int16_t *w, int32_t *MRT_RESTRICT acc);
 
-enum { MRT_QGEMM_I16 = 0, MRT_QGEMM_U8S8 = 1 }; /* packed layouts: int16 pairs, byte quads */
+/* packed layouts: int16 pairs, byte quads, byte quads for AMX tiles (A as 64-byte
+ * rows per 64 k, k padded to 64) */
+enum { MRT_QGEMM_I16 = 0, MRT_QGEMM_U8S8 = 1, MRT_QGEMM_AMX = 2 };
+
+/* Requantisation of rows (see mrt_qgemm_requant_rows). */
+typedef void (*mrt_qgemm_rq_fn)(size_t rows, size_t n, const int32_t *MRT_RESTRICT acc, size_t lda,
+                                const int32_t *bias, const float *scale, int per_col, int32_t zp, int32_t lo,
+                                int32_t hi, uint8_t *MRT_RESTRICT y, size_t ldy);
 
 struct mrt_qgemm_kernel {
   const char *name;
@@ -55,6 +62,7 @@ struct mrt_qgemm_kernel {
   uint32_t kind;
   mrt_qgemm_tile_fn tile;
   mrt_qgemm_dw_fn dw;
+  mrt_qgemm_rq_fn rq;
 };
 
 /* pair dot products: lane i of the result = x[2i]*y[2i] + x[2i+1]*y[2i+1] */
@@ -204,6 +212,55 @@ static inline mrt_v4i mrt_madd_generic(mrt_v4i acc, mrt_v4i x, mrt_v4i y) {
     }                                                                                           \
   }
 
+/*
+ * Requantisation, VL lanes at a time, the same operations in the same order as
+ * mrt_q_requant (qcommon.h), which does the tail: the results are identical.
+ */
+#define MRT_QRQ_VEC(VL, J)                                                                         \
+  do {                                                                                          \
+    vu a, b;                                                                                    \
+    vf s;                                                                                       \
+    __builtin_memcpy(&a, ar + (J), sizeof a);                                                   \
+    if (per_col) {                                                                              \
+      __builtin_memcpy(&b, bias + (J), sizeof b);                                               \
+      __builtin_memcpy(&s, scale + (J), sizeof s);                                              \
+    } else {                                                                                    \
+      b = b1, s = s1;                                                                           \
+    }                                                                                           \
+    vf v = __builtin_convertvector((vi)(a + b), vf) * s;                                        \
+    v = __builtin_elementwise_min(__builtin_elementwise_max(v, flo), fhi);                      \
+    v = (v + magic) - magic;                                                                    \
+    const vb o = __builtin_convertvector(__builtin_convertvector(v, vi) + zp, vb);              \
+    __builtin_memcpy(yr + (J), &o, VL);                                                         \
+  } while (0)
+/* rows x n, rows lda / ldy apart; bias and scale per column (per_col) or per row.
+ * A row's last partial vector is computed again over its last VL values. */
+#define MRT_QRQ(NAME, ATTR, VL)                                                                   \
+  ATTR static void NAME(size_t rows, size_t n, const int32_t *MRT_RESTRICT acc, size_t lda,      \
+                        const int32_t *bias, const float *scale, int per_col, int32_t zp, int32_t lo, \
+                        int32_t hi, uint8_t *MRT_RESTRICT y, size_t ldy) {                        \
+    typedef int32_t vi __attribute__((vector_size(4 * VL)));                                    \
+    typedef uint32_t vu __attribute__((vector_size(4 * VL)));                                   \
+    typedef float vf __attribute__((vector_size(4 * VL)));                                      \
+    typedef uint8_t vb __attribute__((vector_size(VL)));                                        \
+    const vf flo = (vf){0} + (float)(lo - zp), fhi = (vf){0} + (float)(hi - zp), magic = (vf){0} + 12582912.0f; \
+    for (size_t r = 0; r < rows; ++r) {                                                         \
+      const int32_t *ar = acc + r * lda;                                                        \
+      uint8_t *yr = y + r * ldy;                                                                \
+      const vu b1 = (vu){0} + (uint32_t)bias[per_col ? 0 : r];                                  \
+      const vf s1 = (vf){0} + scale[per_col ? 0 : r];                                           \
+      if (n < VL) {                                                                             \
+        for (size_t j = 0; j < n; ++j)                                                          \
+          yr[j] = (uint8_t)mrt_q_requant((int32_t)((uint32_t)ar[j] + (uint32_t)bias[per_col ? j : r]), \
+                                         scale[per_col ? j : r], zp, lo, hi);                   \
+        continue;                                                                               \
+      }                                                                                         \
+      size_t j = 0;                                                                             \
+      for (; j + VL <= n; j += VL) MRT_QRQ_VEC(VL, j);                                          \
+      if (j < n) MRT_QRQ_VEC(VL, n - VL);                                                       \
+    }                                                                                           \
+  }
+
 /* Tile shapes: accumulators + B vectors + one broadcast fit the register file. */
 #if defined(__x86_64__)
 MRT_QGEMM_TILE(mrt_qgemm_6x8__sse, , mrt_v4i, 4, 6, 2, MRT_MADD_SSE)
@@ -212,32 +269,108 @@ MRT_QGEMM8_TILE(mrt_qgemm_6x16__avxvnni, __attribute__((target("avx2,avxvnni")))
                 MRT_DOT_AVXVNNI)
 MRT_QGEMM8_TILE(mrt_qgemm_8x32__avx512vnni, __attribute__((target("avx512f,avx512bw,avx512vnni"))),
                 mrt_v16i, 16, 8, 2, MRT_DOT_AVX512VNNI)
+MRT_QRQ(mrt_qgemm_rq8__sse, , 8)
+MRT_QRQ(mrt_qgemm_rq8__avx2, __attribute__((target("avx2"))), 8)
+MRT_QRQ(mrt_qgemm_rq16__avx512, __attribute__((target("avx512f,avx512bw"))), 16)
 MRT_QDW(mrt_qgemm_dw8__sse, , 8, mrt_v4i, mrt_v8h, MRT_QDW_ILO8, MRT_QDW_IHI8, MRT_MADD_SSE)
 MRT_QDW(mrt_qgemm_dw16__avx2, __attribute__((target("avx2"))), 16, mrt_v8i, mrt_v16h, MRT_QDW_ILO16, MRT_QDW_IHI16,
         MRT_MADD_AVX2)
-static const mrt_qgemm_kernel mrt_qgemm_sse = {"sse", 6, 8, 96, MRT_QGEMM_I16, mrt_qgemm_6x8__sse, mrt_qgemm_dw8__sse};
+/*
+ * AMX (tdpbusd): a 32 x 32 tile as four 16 x 16 int32 tile registers, A's 32 rows
+ * in two 16-row tiles of 64 k, B's 32 columns in two tiles of 16 quads (B's quad
+ * rows are 128 bytes apart: the tile load's stride picks either half). The
+ * registers are stored once at the end and the zero-point terms applied there, as
+ * the VNNI tile does per lane.
+ */
+typedef struct __attribute__((packed)) mrt_amx_cfg {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} mrt_amx_cfg;
+
+__attribute__((target("amx-tile,amx-int8,avx512f"))) static void
+mrt_qgemm_32x32__amx(size_t kq, const void *MRT_RESTRICT av_, const void *MRT_RESTRICT bv_, int32_t *MRT_RESTRICT c,
+                     size_t ldc, int accumulate) {
+  static const mrt_amx_cfg cfg = {1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64}, {16, 16, 16, 16, 16, 16, 16, 16}};
+  const uint8_t *a = av_, *b = bv_;
+  int32_t t[32 * 32];
+  __builtin_ia32_tile_loadconfig(&cfg);
+  __builtin_ia32_tilezero(0);
+  __builtin_ia32_tilezero(1);
+  __builtin_ia32_tilezero(2);
+  __builtin_ia32_tilezero(3);
+  for (size_t kb = 0; kb < kq / 16; ++kb) {
+    const uint8_t *ak = a + kb * 32 * 64, *bk = b + kb * 16 * 128;
+    __builtin_ia32_tileloadd64(4, ak, 64);
+    __builtin_ia32_tileloadd64(5, ak + 16 * 64, 64);
+    __builtin_ia32_tileloadd64(6, bk, 128);
+    __builtin_ia32_tileloadd64(7, bk + 64, 128);
+    __builtin_ia32_tdpbusd(0, 4, 6);
+    __builtin_ia32_tdpbusd(1, 4, 7);
+    __builtin_ia32_tdpbusd(2, 5, 6);
+    __builtin_ia32_tdpbusd(3, 5, 7);
+  }
+  __builtin_ia32_tilestored64(0, t, 128);
+  __builtin_ia32_tilestored64(1, t + 16, 128);
+  __builtin_ia32_tilestored64(2, t + 16 * 32, 128);
+  __builtin_ia32_tilestored64(3, t + 16 * 32 + 16, 128);
+  const uint8_t *at = a + kq * 4 * 32, *bt = b + kq * 4 * 32;
+  mrt_v16i colsum[2], zb[2];
+  for (int v = 0; v < 2; ++v) {
+    __builtin_memcpy(&colsum[v], bt + 64 * v, 64);
+    __builtin_memcpy(&zb[v], bt + 128 + 64 * v, 64);
+  }
+  for (int r = 0; r < 32; ++r) {
+    int32_t za, ra;
+    __builtin_memcpy(&za, at + 4 * r, 4);
+    __builtin_memcpy(&ra, at + 128 + 4 * r, 4);
+    for (int v = 0; v < 2; ++v) {
+      int32_t *p = c + (size_t)r * ldc + 16 * v;
+      mrt_v16i x;
+      __builtin_memcpy(&x, t + 32 * r + 16 * v, 64);
+      x = x - za * colsum[v] + ra * zb[v];
+      if (accumulate) {
+        mrt_v16i old;
+        __builtin_memcpy(&old, p, 64);
+        x += old;
+      }
+      __builtin_memcpy(p, &x, 64);
+    }
+  }
+}
+static const mrt_qgemm_kernel mrt_qgemm_amx = {"amx", 32, 32, 96, MRT_QGEMM_AMX, mrt_qgemm_32x32__amx,
+                                               mrt_qgemm_dw16__avx2, mrt_qgemm_rq16__avx512};
+static const mrt_qgemm_kernel mrt_qgemm_sse = {"sse", 6, 8, 96, MRT_QGEMM_I16, mrt_qgemm_6x8__sse, mrt_qgemm_dw8__sse,
+                                               mrt_qgemm_rq8__sse};
 static const mrt_qgemm_kernel mrt_qgemm_avx2 = {"avx2", 6, 16, 96, MRT_QGEMM_I16, mrt_qgemm_6x16__avx2,
-                                                mrt_qgemm_dw16__avx2};
+                                                mrt_qgemm_dw16__avx2, mrt_qgemm_rq8__avx2};
 static const mrt_qgemm_kernel mrt_qgemm_avxvnni = {"avxvnni", 6, 16, 96, MRT_QGEMM_U8S8, mrt_qgemm_6x16__avxvnni,
-                                                   mrt_qgemm_dw16__avx2};
+                                                   mrt_qgemm_dw16__avx2, mrt_qgemm_rq8__avx2};
 static const mrt_qgemm_kernel mrt_qgemm_avx512vnni = {"avx512vnni", 8, 32, 96, MRT_QGEMM_U8S8,
-                                                      mrt_qgemm_8x32__avx512vnni, mrt_qgemm_dw16__avx2};
+                                                      mrt_qgemm_8x32__avx512vnni, mrt_qgemm_dw16__avx2,
+                                                      mrt_qgemm_rq16__avx512};
 #elif defined(__aarch64__)
 MRT_QGEMM_TILE(mrt_qgemm_8x8__neon, , mrt_v4i, 4, 8, 2, MRT_MADD_GENERIC)
+MRT_QRQ(mrt_qgemm_rq8, , 8)
 MRT_QDW(mrt_qgemm_dw8, , 8, mrt_v4i, mrt_v8h, MRT_QDW_ILO8, MRT_QDW_IHI8, MRT_MADD_GENERIC)
-static const mrt_qgemm_kernel mrt_qgemm_default = {"neon", 8, 8, 96, MRT_QGEMM_I16, mrt_qgemm_8x8__neon, mrt_qgemm_dw8};
+static const mrt_qgemm_kernel mrt_qgemm_default = {"neon", 8, 8, 96, MRT_QGEMM_I16, mrt_qgemm_8x8__neon, mrt_qgemm_dw8,
+                                                   mrt_qgemm_rq8};
 #elif defined(__ARM_NEON)
 MRT_QGEMM_TILE(mrt_qgemm_4x8__neon, , mrt_v4i, 4, 4, 2, MRT_MADD_GENERIC)
+MRT_QRQ(mrt_qgemm_rq8, , 8)
 MRT_QDW(mrt_qgemm_dw8, , 8, mrt_v4i, mrt_v8h, MRT_QDW_ILO8, MRT_QDW_IHI8, MRT_MADD_GENERIC)
-static const mrt_qgemm_kernel mrt_qgemm_default = {"neon", 4, 8, 64, MRT_QGEMM_I16, mrt_qgemm_4x8__neon, mrt_qgemm_dw8};
+static const mrt_qgemm_kernel mrt_qgemm_default = {"neon", 4, 8, 64, MRT_QGEMM_I16, mrt_qgemm_4x8__neon, mrt_qgemm_dw8,
+                                                   mrt_qgemm_rq8};
 #else
 MRT_QGEMM_TILE(mrt_qgemm_4x4, , mrt_v4i, 4, 4, 1, MRT_MADD_GENERIC)
+MRT_QRQ(mrt_qgemm_rq8, , 8)
 MRT_QDW(mrt_qgemm_dw8, , 8, mrt_v4i, mrt_v8h, MRT_QDW_ILO8, MRT_QDW_IHI8, MRT_MADD_GENERIC)
-static const mrt_qgemm_kernel mrt_qgemm_default = {"generic", 4, 4, 64, MRT_QGEMM_I16, mrt_qgemm_4x4, mrt_qgemm_dw8};
+static const mrt_qgemm_kernel mrt_qgemm_default = {"generic", 4, 4, 64, MRT_QGEMM_I16, mrt_qgemm_4x4, mrt_qgemm_dw8,
+                                                   mrt_qgemm_rq8};
 #endif
 
 #if defined(__x86_64__)
-enum { MRT_QISA_SSE = 0, MRT_QISA_AVX2 = 1, MRT_QISA_AVXVNNI = 2, MRT_QISA_AVX512VNNI = 3 };
+enum { MRT_QISA_SSE = 0, MRT_QISA_AVX2 = 1, MRT_QISA_AVXVNNI = 2, MRT_QISA_AVX512VNNI = 3, MRT_QISA_AMX = 4 };
 
 /* cpuid rather than __builtin_cpu_supports (needs runtime state Android builds
  * lack); AVX2 needs OS-saved ymm state (XCR0 bits 1-2). */
@@ -254,7 +387,19 @@ static int mrt_qgemm_cpu_isa(void) {
   __cpuid_count(7, 0, a, b, c, d);
   if (!(b & bit_AVX2)) return MRT_QISA_SSE;
   /* AVX-512 F + BW + VNNI (CPUID.(7,0):EBX[16], EBX[30], ECX[11]) with opmask and zmm state saved */
-  if ((b & (1u << 16)) && (b & (1u << 30)) && (c & (1u << 11)) && (xlo & 0xe6u) == 0xe6u) return MRT_QISA_AVX512VNNI;
+  if ((b & (1u << 16)) && (b & (1u << 30)) && (c & (1u << 11)) && (xlo & 0xe6u) == 0xe6u) {
+#if defined(__linux__)
+    /* AMX-TILE + AMX-INT8 (CPUID.(7,0):EDX[24], [25]), tile state in XCR0 (bits 17-18),
+     * and Linux's per-process permission for it: arch_prctl(ARCH_REQ_XCOMP_PERM,
+     * XFEATURE_XTILEDATA), syscall 158, made here directly (no libc wrapper needed) */
+    if ((d & (3u << 24)) == (3u << 24) && (xlo & (3u << 17)) == (3u << 17)) {
+      long ret;
+      __asm__ volatile("syscall" : "=a"(ret) : "0"(158L), "D"(0x1023L), "S"(18L) : "rcx", "r11", "memory");
+      if (ret == 0) return MRT_QISA_AMX;
+    }
+#endif
+    return MRT_QISA_AVX512VNNI;
+  }
   __cpuid_count(7, 1, a, b, c, d);
   return (a & (1u << 4)) ? MRT_QISA_AVXVNNI : MRT_QISA_AVX2; /* CPUID.(7,1):EAX[4] AVX-VNNI */
 }
@@ -268,7 +413,9 @@ const mrt_qgemm_kernel *mrt_qgemm_kernel_select(void) {
   if (cap && strcmp(cap, "sse") == 0) isa = MRT_QISA_SSE;
   if (cap && strcmp(cap, "avx2") == 0 && isa > MRT_QISA_AVX2) isa = MRT_QISA_AVX2;
   if (cap && strcmp(cap, "avxvnni") == 0 && isa > MRT_QISA_AVXVNNI) isa = MRT_QISA_AVXVNNI;
+  if (cap && strcmp(cap, "avx512vnni") == 0 && isa > MRT_QISA_AVX512VNNI) isa = MRT_QISA_AVX512VNNI;
   switch (isa) {
+  case MRT_QISA_AMX: return &mrt_qgemm_amx;
   case MRT_QISA_AVX512VNNI: return &mrt_qgemm_avx512vnni;
   case MRT_QISA_AVXVNNI: return &mrt_qgemm_avxvnni;
   case MRT_QISA_AVX2: return &mrt_qgemm_avx2;
@@ -281,6 +428,12 @@ const mrt_qgemm_kernel *mrt_qgemm_kernel_select(void) {
 
 const char *mrt_qgemm_kernel_name(const mrt_qgemm_kernel *kern) { return kern->name; }
 
+void mrt_qgemm_requant_rows(const mrt_qgemm_kernel *kern, size_t rows, size_t n, const int32_t *MRT_RESTRICT acc,
+                            size_t lda, const int32_t *bias, const float *scale, int per_col, int32_t zp, int32_t lo,
+                            int32_t hi, void *MRT_RESTRICT y, size_t ldy) {
+  kern->rq(rows, n, acc, lda, bias, scale, per_col, zp, lo, hi, y, ldy);
+}
+
 void mrt_qgemm_depthwise(const mrt_qgemm_kernel *kern, size_t n, const void *x, int is_signed, const size_t *off,
                          size_t npairs, const int16_t *w, int32_t *MRT_RESTRICT acc) {
   kern->dw(n, x, is_signed, off, npairs, w, acc);
@@ -290,10 +443,10 @@ static size_t mrt_qround(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
 /* k groups of a panel, and a panel's bytes (byte quads carry two int32 per row / column after them) */
 static size_t mrt_qgemm_kq(const mrt_qgemm_kernel *kern, size_t k) {
-  return kern->kind == MRT_QGEMM_U8S8 ? (k + 3) / 4 : (k + 1) / 2;
+  return kern->kind == MRT_QGEMM_AMX ? (k + 63) / 64 * 16 : kern->kind == MRT_QGEMM_U8S8 ? (k + 3) / 4 : (k + 1) / 2;
 }
 static size_t mrt_qgemm_panel_bytes(const mrt_qgemm_kernel *kern, size_t w, size_t k) {
-  return mrt_qgemm_kq(kern, k) * w * 4 + (kern->kind == MRT_QGEMM_U8S8 ? w * 8 : 0);
+  return mrt_qgemm_kq(kern, k) * w * 4 + (kern->kind != MRT_QGEMM_I16 ? w * 8 : 0);
 }
 
 size_t mrt_qgemm_packed_a_size(const mrt_qgemm_kernel *kern, size_t m, size_t k) {
@@ -338,24 +491,30 @@ static void mrt_qgemm_pack16(size_t nx, size_t nk, size_t w, const mrt_qgemm_src
 
 /*
  * The byte-quad layout: A (as_a) as uint8, B as int8, flipping by 0x80 the
- * operand of the other signedness; after each panel's quads, two int32 per row /
+ * operand of the other signedness; after each panel's kq quads, two int32 per row /
  * column: A's zero point and K za - rowsum, or B's column sum and zero point.
+ * amx: A's rows as 64-byte runs of k, the panel's w rows per 64 k in turn (AMX
+ * tile rows); B's layout is the same for both.
  */
-static void mrt_qgemm_pack8(size_t nx, size_t nk, size_t w, const mrt_qgemm_src *src, size_t xs, size_t ks,
-                            int as_a, uint8_t *MRT_RESTRICT dst) {
-  const size_t kq = (nk + 3) / 4, pbytes = kq * w * 4 + w * 8;
+static inline size_t mrt_q8_at(int amx, size_t w, size_t r, size_t kk) {
+  return amx ? (kk >> 6) * w * 64 + r * 64 + (kk & 63) : (kk >> 2) * 4 * w + r * 4 + (kk & 3);
+}
+
+static void mrt_qgemm_pack8(size_t nx, size_t nk, size_t kq, size_t w, const mrt_qgemm_src *src, size_t xs,
+                            size_t ks, int as_a, int amx, uint8_t *MRT_RESTRICT dst) {
+  const size_t pbytes = kq * w * 4 + w * 8;
   const uint8_t *u = src->data;
   const int flip = as_a ? src->is_signed : !src->is_signed;
   const int32_t zshift = !flip ? 0 : as_a ? 128 : -128;
+  amx = amx && as_a;
   for (size_t x0 = 0, p = 0; x0 < nx; x0 += w, ++p) {
     uint8_t *panel = dst + p * pbytes;
     int32_t t0[64], t1[64];
     MRT_ASSERT(w <= 64);
     for (size_t r = 0; r < w; ++r) {
       const size_t x = x0 + r;
-      uint8_t *o = panel + 4 * r;
       if (x >= nx) {
-        for (size_t q = 0; q < kq; ++q) memset(o + q * 4 * w, 0, 4);
+        for (size_t kk = 0; kk < kq * 4; ++kk) panel[mrt_q8_at(amx, w, r, kk)] = 0;
         t0[r] = t1[r] = 0;
         continue;
       }
@@ -363,34 +522,12 @@ static void mrt_qgemm_pack8(size_t nx, size_t nk, size_t w, const mrt_qgemm_src 
       const size_t base = x * xs;
       const uint8_t fx = flip ? 0x80 : 0;
       int32_t sum = 0;
-      if (ks == 1) { /* contiguous along k (A row-major, B transposed): whole quads */
-        const uint8_t *row = u + base;
-        size_t kk = 0;
-        for (; kk + 4 <= nk; kk += 4) {
-          uint8_t quad[4];
-          for (int t = 0; t < 4; ++t) quad[t] = (uint8_t)(row[kk + t] ^ fx);
-          memcpy(o + (kk >> 2) * 4 * w, quad, 4);
-        }
-        for (; kk < nk; ++kk) o[(kk >> 2) * 4 * w + (kk & 3)] = (uint8_t)(row[kk] ^ fx);
-        /* the stored values' sum: flipping adds 128 per element (to uint8) or takes it (to int8) */
-        if (!src->is_signed) {
-          uint32_t us = 0;
-          for (size_t q = 0; q < nk; ++q) us += row[q];
-          sum = (int32_t)us;
-        } else {
-          int32_t ss = 0;
-          for (size_t q = 0; q < nk; ++q) ss += (int8_t)row[q];
-          sum = ss;
-        }
-        if (flip) sum += as_a ? 128 * (int32_t)nk : -128 * (int32_t)nk;
-      } else {
-        for (size_t kk = 0; kk < nk; ++kk) {
-          const uint8_t v = (uint8_t)(u[base + kk * ks] ^ fx);
-          o[(kk >> 2) * 4 * w + (kk & 3)] = v;
-          sum += as_a ? (int32_t)v : (int32_t)(int8_t)v;
-        }
+      for (size_t kk = 0; kk < nk; ++kk) {
+        const uint8_t v = (uint8_t)(u[base + kk * ks] ^ fx);
+        panel[mrt_q8_at(amx, w, r, kk)] = v;
+        sum += as_a ? (int32_t)v : (int32_t)(int8_t)v;
       }
-      for (size_t kk = nk; kk < kq * 4; ++kk) o[(kk >> 2) * 4 * w + (kk & 3)] = 0;
+      for (size_t kk = nk; kk < kq * 4; ++kk) panel[mrt_q8_at(amx, w, r, kk)] = 0;
       /* (uint32_t): K * za - rowsum may wrap; the wraps cancel in the tile */
       t0[r] = as_a ? z : sum;
       t1[r] = as_a ? (int32_t)((uint32_t)nk * (uint32_t)z - (uint32_t)sum) : z;
@@ -407,8 +544,9 @@ static void mrt_qgemm_pack_a_rows(const mrt_qgemm_kernel *kern, size_t i0, size_
   s.data = (const uint8_t *)src->data + i0 * src->rs;
   if (s.zero && s.zero_count > 1) s.zero += i0;
   char *d = dst + i0 / kern->mr * mrt_qgemm_panel_bytes(kern, kern->mr, k);
-  if (kern->kind == MRT_QGEMM_U8S8)
-    mrt_qgemm_pack8(nx, k, kern->mr, &s, s.rs, s.cs, 1, (uint8_t *)d);
+  if (kern->kind != MRT_QGEMM_I16)
+    mrt_qgemm_pack8(nx, k, mrt_qgemm_kq(kern, k), kern->mr, &s, s.rs, s.cs, 1, kern->kind == MRT_QGEMM_AMX,
+                    (uint8_t *)d);
   else
     mrt_qgemm_pack16(nx, k, kern->mr, &s, s.rs, s.cs, (int16_t *)d);
 }
@@ -436,9 +574,8 @@ static const uint8_t *mrt_qgemm_row(const mrt_qgemm_src *src, size_t kk, size_t 
   return d + (src->row_off ? src->row_off[kk] : kk * src->rs) + j;
 }
 
-static void mrt_qgemm_pack8_b_panel(size_t nk, size_t w, size_t j, size_t nw, const mrt_qgemm_src *src,
+static void mrt_qgemm_pack8_b_panel(size_t nk, size_t kq, size_t w, size_t j, size_t nw, const mrt_qgemm_src *src,
                                     uint8_t *MRT_RESTRICT panel) {
-  const size_t kq = (nk + 3) / 4;
   const uint8_t fx = src->is_signed ? 0 : 0x80; /* stored as int8 */
   const mrt_v16b fv = (mrt_v16b){0} + fx;
   mrt_v16si sum[4] = {{0}, {0}, {0}, {0}};
@@ -541,8 +678,8 @@ static void mrt_qgemm_pack_b_cols(const mrt_qgemm_kernel *kern, size_t j0, size_
     for (size_t j = j0; j < j1; j += nr) {
       const size_t nw = j1 - j < nr ? j1 - j : nr;
       char *d = dst + j / nr * pb;
-      if (kern->kind == MRT_QGEMM_U8S8)
-        mrt_qgemm_pack8_b_panel(k, nr, j, nw, src, (uint8_t *)d);
+      if (kern->kind != MRT_QGEMM_I16)
+        mrt_qgemm_pack8_b_panel(k, mrt_qgemm_kq(kern, k), nr, j, nw, src, (uint8_t *)d);
       else
         mrt_qgemm_pack16_b_panel(k, nr, j, nw, src, (int16_t *)d);
     }
@@ -552,8 +689,8 @@ static void mrt_qgemm_pack_b_cols(const mrt_qgemm_kernel *kern, size_t j0, size_
   s.data = (const uint8_t *)src->data + j0 * src->cs;
   if (s.zero && s.zero_count > 1) s.zero += j0;
   char *d = dst + j0 / nr * pb;
-  if (kern->kind == MRT_QGEMM_U8S8)
-    mrt_qgemm_pack8(j1 - j0, k, nr, &s, s.cs, s.rs, 0, (uint8_t *)d);
+  if (kern->kind != MRT_QGEMM_I16)
+    mrt_qgemm_pack8(j1 - j0, k, mrt_qgemm_kq(kern, k), nr, &s, s.cs, s.rs, 0, 0, (uint8_t *)d);
   else
     mrt_qgemm_pack16(j1 - j0, k, nr, &s, s.cs, s.rs, (int16_t *)d);
 }
@@ -572,29 +709,17 @@ size_t mrt_qgemm_scratch_size(const mrt_qgemm_kernel *kern, size_t m, size_t n, 
 }
 
 /* Requantised rows of one tile: e (mw x nw, row stride lde) is C[i.., j..]. */
-static void mrt_qgemm_store_q(const mrt_qgemm_requant *rq, size_t i, size_t j, size_t mw, size_t nw,
-                              const int32_t *e, size_t lde) {
+static void mrt_qgemm_store_q(const mrt_qgemm_kernel *kern, const mrt_qgemm_requant *rq, size_t i, size_t j,
+                              size_t mw, size_t nw, const int32_t *e, size_t lde) {
   const size_t gw = rq->gw, ow = rq->ow;
   for (size_t jj = j; jj < j + nw;) {
     const size_t gy = jj / gw, gx = jj - gy * gw;
     const size_t seg = gw - gx < j + nw - jj ? gw - gx : j + nw - jj;
     if (gx < ow) {
       const size_t len = seg < ow - gx ? seg : ow - gx, col = gy * ow + gx;
-      for (size_t r = 0; r < mw; ++r) {
-        const int32_t *er = e + r * lde + (jj - j);
-        uint8_t *y = (uint8_t *)rq->y + (i + r) * rq->ldy + col;
-        if (rq->per_col) {
-          const int32_t *bias = rq->bias + col;
-          const float *sc = rq->scale + col;
-          for (size_t q = 0; q < len; ++q)
-            y[q] = (uint8_t)mrt_q_requant((int32_t)((uint32_t)er[q] + (uint32_t)bias[q]), sc[q], rq->zp, rq->lo, rq->hi);
-        } else {
-          const uint32_t bias = (uint32_t)rq->bias[i + r];
-          const float sc = rq->scale[i + r];
-          for (size_t q = 0; q < len; ++q)
-            y[q] = (uint8_t)mrt_q_requant((int32_t)((uint32_t)er[q] + bias), sc, rq->zp, rq->lo, rq->hi);
-        }
-      }
+      const size_t at = rq->per_col ? col : i;
+      kern->rq(mw, len, e + (jj - j), lde, rq->bias + at, rq->scale + at, rq->per_col, rq->zp, rq->lo, rq->hi,
+               (uint8_t *)rq->y + i * rq->ldy + col, rq->ldy);
     }
     jj += seg;
   }
@@ -607,8 +732,8 @@ static void mrt_qgemm_block(const mrt_qgemm_kernel *kern, size_t m, size_t n, si
                             size_t i_hi, size_t j_lo, size_t j_hi) {
   const size_t mr = kern->mr, nr = kern->nr, kq = mrt_qgemm_kq(kern, k);
   const size_t pa_bytes = mrt_qgemm_panel_bytes(kern, mr, k), pb_bytes = mrt_qgemm_panel_bytes(kern, nr, k);
-  int32_t edge[12 * 32];
-  MRT_ASSERT(mr * nr <= 12 * 32);
+  int32_t edge[32 * 32];
+  MRT_ASSERT(mr * nr <= 32 * 32);
   (void)n;
   /* A block (mc rows) in L2, then each B panel (nr x k) in L1 over it; a B packed
    * here is packed a panel at a time, just before all of A runs over it in L1. */
@@ -624,7 +749,7 @@ static void mrt_qgemm_block(const mrt_qgemm_kernel *kern, size_t m, size_t n, si
         const size_t mw = m - i < mr ? m - i : mr;
         if (rq) {
           kern->tile(kq, ap, bp, edge, nr, 0);
-          mrt_qgemm_store_q(rq, i, j, mw, nw, edge, nr);
+          mrt_qgemm_store_q(kern, rq, i, j, mw, nw, edge, nr);
           continue;
         }
         int32_t *cp = c + i * ldc + j;

@@ -49,6 +49,14 @@ const char *mrt_qgemm_kernel_name(const mrt_qgemm_kernel *kern);
 void mrt_qgemm_depthwise(const mrt_qgemm_kernel *kern, size_t n, const void *x, int is_signed, const size_t *off,
                          size_t npairs, const int16_t *w, int32_t *MRT_RESTRICT acc);
 
+/* y[r * ldy + j] = sat(round_half_even(float(acc[r * lda + j] + bias) * scale) + zp)
+ * for r < rows, j < n, as mrt_q_requant (qcommon.h) computes it, vectorised for the
+ * kernel's CPU; bias and scale are n values (per_col) or one per row. y is uint8
+ * or int8. */
+void mrt_qgemm_requant_rows(const mrt_qgemm_kernel *kern, size_t rows, size_t n, const int32_t *MRT_RESTRICT acc,
+                            size_t lda, const int32_t *bias, const float *scale, int per_col, int32_t zp, int32_t lo,
+                            int32_t hi, void *MRT_RESTRICT y, size_t ldy);
+
 typedef struct mrt_qgemm_src {
   const void *packed;   /* whole operand packed by mrt_qgemm_pack_a/_b for this kernel, or NULL */
   const void *data;     /* else strided: A(i,k) = data[i*rs + k*cs], B(k,j) = data[k*rs + j*cs] */
