@@ -59,6 +59,21 @@ def gemm_model():
     return _model(nodes, inits, feeds, ["g", "y"]), feeds
 
 
+def small_image_convs():
+    """Convolutions on 14 x 14 and 7 x 7 images (N = 196 and 49 columns: a few
+    GEMM panels, so the work is split along the output channels instead), through
+    im2col and as a pointwise GEMM."""
+    inits = [numpy_helper.from_array(randn(48, 32, 3, 3, scale=0.1), "w1"), numpy_helper.from_array(randn(48), "b1"),
+             numpy_helper.from_array(randn(64, 48, 3, 3, scale=0.1), "w2"), numpy_helper.from_array(randn(64), "b2"),
+             numpy_helper.from_array(randn(40, 64, 1, 1, scale=0.1), "w3")]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Conv", ["c2", "w3"], ["y"])]
+    feeds = {"x": randn(1, 32, 14, 14)}
+    return _model(nodes, inits, feeds, ["y"]), feeds
+
+
 def bert_like():
     """One encoder layer big enough to split: 2 x 64 tokens, hidden 96, 4 heads, FFN 384."""
     b, s, h, heads, ffn = 2, 64, 96, 4, 384
@@ -111,6 +126,7 @@ def thread_models(tmp_path_factory):
     onnx.save(models.mobilenet_v2(), str(d / "mobilenet_v2.onnx"))
     onnx.save(gemm_model()[0], str(d / "gemm.onnx"))
     onnx.save(bert_like()[0], str(d / "bert_like.onnx"))
+    onnx.save(small_image_convs()[0], str(d / "small_image_convs.onnx"))
     return d
 
 
@@ -180,7 +196,7 @@ def _outputs(work: Path, name: str, threads: int) -> list[np.ndarray]:
         return [z[f"arr_{i}"] for i in range(len(z.files))]
 
 
-NAMES = ("mobilenet_v2", "gemm", "bert_like")
+NAMES = ("mobilenet_v2", "gemm", "bert_like", "small_image_convs")
 
 
 @pytest.fixture(scope="module")

@@ -424,6 +424,17 @@ static void mrt_sgemm_task(void *varg, size_t task, size_t thread) {
                     hi, 0, j->n);
 }
 
+/* Splitting `total` rows or columns in panels of `unit` over *tasks tasks
+ * (lowered to the panels there are) on `threads` threads: sets *tasks and
+ * the panels a task takes, returns the rows or columns of the busiest thread. */
+static size_t mrt_sgemm_share(size_t total, size_t unit, size_t *tasks, size_t threads, size_t *per_task) {
+  const size_t units = (total + unit - 1) / unit;
+  const size_t t = mrt_min(*tasks, units), per = (units + t - 1) / t, used = (units + per - 1) / per;
+  *tasks = used;
+  *per_task = per;
+  return mrt_min(total, (used + threads - 1) / threads * per * unit);
+}
+
 MRT_PREPARE_CODE
 size_t mrt_sgemm_scratch_size_mt(const mrt_sgemm_kernel *kern, size_t m, size_t n, size_t k, int a_packed,
                                  int b_packed, size_t threads) {
@@ -438,24 +449,34 @@ void mrt_sgemm_mt(mrt_pool *pool, const mrt_sgemm_kernel *kern, size_t m, size_t
     mrt_sgemm_epilogue_only(m, n, accumulate, ep, c, ldc);
     return;
   }
-  size_t tasks = mrt_pool_tasks(pool, m * n * k, MRT_SGEMM_TASK_MACS);
-  const size_t nu = (n + kern->nr - 1) / kern->nr, mu = (m + kern->mr - 1) / kern->mr;
-  int split_n = a->packed ? 1 : b->packed ? 0 : nu >= mu;
-  if ((split_n ? nu : mu) < tasks && (split_n ? mu : nu) > (split_n ? nu : mu)) split_n = !split_n;
-  const size_t units = split_n ? nu : mu;
-  /* A split along N with A packed at run time packs all of A in every task
-   * (along M with B, all of B): one task a thread then. */
-  if (split_n ? !a->packed : !b->packed) tasks = mrt_min(tasks, mrt_pool_threads(pool));
-  if (tasks > units) tasks = units;
+  const size_t tasks = mrt_pool_tasks(pool, m * n * k, MRT_SGEMM_TASK_MACS);
   if (tasks <= 1) {
+    mrt_sgemm_range(kern, m, n, k, a, b, accumulate, ep, c, ldc, scratch, 0, m, 0, n);
+    return;
+  }
+  /* A split along N with A packed at run time packs all of A in every task
+   * (along M with B, all of B): one task a thread then. Each side's split is
+   * judged by the busiest thread's share of whole panels; the other side
+   * wins only when clearly better (it may pack the whole other operand per
+   * thread): N = 49 is a 48-column panel and a 1-column one, and split along
+   * N one thread would do nearly all of it. */
+  const size_t threads = mrt_pool_threads(pool);
+  size_t tn = a->packed ? tasks : mrt_min(tasks, threads), tm = b->packed ? tasks : mrt_min(tasks, threads);
+  size_t per_n, per_m;
+  const size_t share_n = mrt_sgemm_share(n, kern->nr, &tn, threads, &per_n) * m;
+  const size_t share_m = mrt_sgemm_share(m, kern->mr, &tm, threads, &per_m) * n;
+  int split_n = a->packed ? 1 : b->packed ? 0 : n >= m;
+  if (split_n ? share_m * 8 < share_n * 7 : share_n * 8 < share_m * 7) split_n = !split_n;
+  if ((split_n ? tn : tm) <= 1) {
     mrt_sgemm_range(kern, m, n, k, a, b, accumulate, ep, c, ldc, scratch, 0, m, 0, n);
     return;
   }
   mrt_sgemm_job job = {kern, m, n, k, ldc,
                        mrt_round_up(mrt_sgemm_scratch_size(kern, m, n, k, a->packed != NULL, b->packed != NULL), 64),
-                       split_n ? kern->nr : kern->mr, (units + tasks - 1) / tasks,
+                       split_n ? kern->nr : kern->mr, split_n ? per_n : per_m,
                        a, b, ep, c, (char *)scratch, accumulate, split_n};
-  mrt_parallel_for(pool, tasks, mrt_sgemm_task, &job);
+  const size_t ntasks = split_n ? tn : tm;
+  mrt_parallel_for(pool, ntasks, mrt_sgemm_task, &job);
 }
 
 void mrt_sgemm(const mrt_sgemm_kernel *kern, size_t m, size_t n, size_t k, const mrt_sgemm_src *a,
