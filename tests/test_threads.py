@@ -62,16 +62,20 @@ def gemm_model():
 def small_image_convs():
     """Convolutions on 14 x 14 and 7 x 7 images (N = 196 and 49 columns: a few
     GEMM panels, so the work is split along the output channels instead), through
-    im2col and as a pointwise GEMM."""
+    im2col and as a pointwise GEMM; and Relu, Sigmoid and Add on 150,003 floats."""
     inits = [numpy_helper.from_array(randn(48, 32, 3, 3, scale=0.1), "w1"), numpy_helper.from_array(randn(48), "b1"),
              numpy_helper.from_array(randn(64, 48, 3, 3, scale=0.1), "w2"), numpy_helper.from_array(randn(64), "b2"),
              numpy_helper.from_array(randn(40, 64, 1, 1, scale=0.1), "w3")]
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c1"], ["r1"]),
              helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2]),
-             helper.make_node("Conv", ["c2", "w3"], ["y"])]
-    feeds = {"x": randn(1, 32, 14, 14)}
-    return _model(nodes, inits, feeds, ["y"]), feeds
+             helper.make_node("Conv", ["c2", "w3"], ["y"]),
+             # elementwise ops over arrays big enough to be cut between threads
+             helper.make_node("Relu", ["v"], ["rv"]),
+             helper.make_node("Sigmoid", ["rv"], ["sv"]),
+             helper.make_node("Add", ["sv", "v"], ["z"])]
+    feeds = {"x": randn(1, 32, 14, 14), "v": randn(3, 50001)}
+    return _model(nodes, inits, feeds, ["y", "z"]), feeds
 
 
 def bert_like():

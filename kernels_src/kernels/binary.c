@@ -121,6 +121,43 @@ mrt_status PREPARE(mrt_node *node, mrt_ctx *ctx) {
   return MRT_STATUS_OK;
 }
 
+#if MRT_ENABLE_THREADS
+/* A large flat row (same shapes, or one operand a scalar: the plan collapsed
+ * to one dim) is cut between the threads: the op is memory-bound, but two
+ * cores move more bytes than one (a ResNet's residual Adds). */
+#define BIN_TASK_ELEMS ((size_t)1 << 15)
+
+typedef struct bin_job {
+  const float *a, *b;
+  float *y;
+  size_t n, sa, sb, chunk;
+} bin_job;
+
+static void bin_task(void *arg, size_t t, size_t thread) {
+  const bin_job *j = arg;
+  MRT_UNUSED(thread);
+  const size_t lo = t * j->chunk, len = j->n - lo < j->chunk ? j->n - lo : j->chunk;
+  bin_row(len, j->a + (j->sa ? lo : 0), j->sa, j->b + (j->sb ? lo : 0), j->sb, j->y + lo);
+}
+#endif
+
+static void bin_plan_run(const mrt_node *node, const mrt_bcast *plan, const float *a, const float *b, float *y) {
+#if MRT_ENABLE_THREADS
+  if (plan->ndim == 1) {
+    const size_t n = plan->n[0], tasks = mrt_pool_tasks(node->pool, n, BIN_TASK_ELEMS);
+    if (tasks > 1) {
+      const size_t chunk = ((n + tasks - 1) / tasks + 15) & ~(size_t)15;
+      bin_job job = {a, b, y, n, plan->sa[0], plan->sb[0], chunk};
+      mrt_parallel_for(node->pool, (n + chunk - 1) / chunk, bin_task, &job);
+      return;
+    }
+  }
+#else
+  MRT_UNUSED(node);
+#endif
+  mrt_bcast_run_f32(plan, a, b, y, bin_row);
+}
+
 void RUN(const mrt_node *node, void *scratch) {
   MRT_UNUSED(scratch);
   const bin_params *p = node->params;
@@ -129,9 +166,9 @@ void RUN(const mrt_node *node, void *scratch) {
     mrt_copy_unless_aliased(node->inputs[0], y);
     return;
   }
-  mrt_bcast_run_f32(&p->plan[0], node->inputs[0]->data, node->inputs[1]->data, y->data, bin_row);
+  bin_plan_run(node, &p->plan[0], node->inputs[0]->data, node->inputs[1]->data, y->data);
   for (uint32_t i = 1; i < p->nplans; i++)
-    mrt_bcast_run_f32(&p->plan[i], y->data, node->inputs[i + 1]->data, y->data, bin_row);
+    bin_plan_run(node, &p->plan[i], y->data, node->inputs[i + 1]->data, y->data);
 }
 
 #endif /* BIN */

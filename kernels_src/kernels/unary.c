@@ -12,6 +12,40 @@
 
 #if defined(MRT_TYPE_float32)
 
+/* y = f(x) over n floats; large arrays are cut between the session's threads
+ * (2^15 floats a task for the memory-bound loops, 2^12 for the vmath ones). */
+typedef void (*un_map_fn)(size_t n, const float *x, float *y);
+#define UN_TASK_ELEMS ((size_t)1 << 15)
+#define UN_VMATH_TASK_ELEMS ((size_t)1 << 12)
+#if MRT_ENABLE_THREADS
+typedef struct un_job {
+  un_map_fn f;
+  const float *x;
+  float *y;
+  size_t n, chunk;
+} un_job;
+
+static inline void un_task(void *arg, size_t t, size_t thread) {
+  const un_job *j = arg;
+  MRT_UNUSED(thread);
+  const size_t lo = t * j->chunk;
+  j->f(j->n - lo < j->chunk ? j->n - lo : j->chunk, j->x + lo, j->y + lo);
+}
+
+static inline void un_map(mrt_pool *pool, un_map_fn f, size_t n, const float *x, float *y, size_t min) {
+  const size_t tasks = mrt_pool_tasks(pool, n, min);
+  if (tasks <= 1) {
+    f(n, x, y);
+    return;
+  }
+  const size_t chunk = ((n + tasks - 1) / tasks + 15) & ~(size_t)15;
+  un_job job = {f, x, y, n, chunk};
+  mrt_parallel_for(pool, (n + chunk - 1) / chunk, un_task, &job);
+}
+#else
+#define un_map(pool, f, n, x, y, min) ((void)(pool), (f)((n), (x), (y)))
+#endif
+
 /* The two float parameters an op may carry (alpha/beta, or min/max for Clip). */
 typedef struct un_params {
   float a, b;
@@ -37,7 +71,7 @@ typedef struct un_params {
   void mrt_##name##_run_f32(const mrt_node *node, void *scratch) {                       \
     MRT_UNUSED(scratch);                                                                  \
     const mrt_tensor *x = node->inputs[0], *y = node->outputs[0];                        \
-    mrt_##name##_f32(y->count, x->data, y->data);                                         \
+    un_map(node->pool, mrt_##name##_f32, y->count, x->data, y->data, UN_TASK_ELEMS);      \
   }
 #define RUN2(name)                                                                        \
   void mrt_##name##_run_f32(const mrt_node *node, void *scratch) {                       \
@@ -123,7 +157,8 @@ static mrt_status vmap_prepare(mrt_node *node, mrt_ctx *ctx, mrt_vmap_fn fn) {
 
 static void vmap_run(const mrt_node *node) {
   const vmap_params *p = node->params;
-  p->fn(node->outputs[0]->count, node->inputs[0]->data, node->outputs[0]->data);
+  un_map(node->pool, p->fn, node->outputs[0]->count, node->inputs[0]->data, node->outputs[0]->data,
+         UN_VMATH_TASK_ELEMS);
 }
 #endif
 
