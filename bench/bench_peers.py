@@ -463,7 +463,7 @@ def run_model(model: str, threads: int, files: dict, args, scratch: Path) -> dic
         for name, e in engines.items():
             time.sleep(0.05)  # let the previous engine's spinning workers park
             per_block[name].append(statistics.median(e.block(args.runs)))
-    res = {"model": model, "threads": threads, "engines": {}}
+    res = {"model": model, "threads": threads, "loadavg_1min": os.getloadavg()[0], "engines": {}}
     ref = None
     if "onnxruntime" in engines:
         ref = np.load(scratch / f"{model}-onnxruntime-{threads}.npy")
@@ -487,7 +487,7 @@ def fmt_ms(x):
 def table(results: list[dict], threads: int, engines: list[str]) -> str:
     rows = [r for r in results if r["threads"] == threads]
     head = (["model"] + [f"{e} ms" for e in engines] + [f"{e}/ort" for e in engines if e != "onnxruntime"]
-            + [f"{e}/fastest" for e in engines] + [f"{e} MB" for e in engines])
+            + [f"{e}/fastest" for e in engines] + [f"{e} MB" for e in engines] + ["load"])
     lines = [f"### {threads} thread{'s' if threads > 1 else ''}", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     ratios = []
@@ -500,6 +500,7 @@ def table(results: list[dict], threads: int, engines: list[str]) -> str:
         cells += [f"{ms[e] / ort:.2f}" if ms[e] and ort else "–" for e in engines if e != "onnxruntime"]
         cells += [f"{ms[e] / fastest:.2f}" if ms[e] else "–" for e in engines]
         cells += [f"{r['engines'][e]['peak_rss_mb']:.0f}" if e in r["engines"] else "–" for e in engines]
+        cells.append(f"{r['loadavg_1min']:.1f}")
         if ms.get("minirt") and ort:
             ratios.append(ms["minirt"] / ort)
         lines.append("| " + " | ".join(cells) + " |")
@@ -546,6 +547,7 @@ def main() -> int:
     if bad:
         ap.error(f"unknown {', '.join(bad)}; models: {', '.join(MODELS)}; engines: {', '.join(ENGINES)}")
     started = datetime.datetime.now(datetime.timezone.utc)
+    load_start = os.getloadavg()[0]
     paths = prepare_all(models, args.work, args.engines, args.fresh)
     mrt_dir = None
     if "minirt" in args.engines:
@@ -568,8 +570,9 @@ def main() -> int:
                   file=sys.stderr, flush=True)
     load = os.getloadavg()
     header = [f"# minirt and its peers, {started:%Y-%m-%d %H:%M} UTC", "",
-              f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average at the end "
-              f"{load[0]:.1f}; rounds {args.rounds} x {args.runs} runs, median of per-round medians; "
+              f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores; 1-minute load average "
+              f"{load_start:.1f} at the start, {load[0]:.1f} at the end, and per row in the `load` column (a load above "
+              f"the core count means other work shared the cores: those rows are noise-bound); rounds {args.rounds} x {args.runs} runs, median of per-round medians; "
               "peak RSS is VmHWM of the engine's own process after loading and one run "
               f"(the Python interpreter and numpy alone: {floor_mb:.0f} MB). "
               "LiteRT runs Keras models with their own random weights (timing only). "
@@ -587,7 +590,7 @@ def main() -> int:
             versions[d] = None
     args.out.with_suffix(".json").write_text(json.dumps(
         {"started_utc": started.isoformat(), "cpu_count": os.cpu_count(), "loadavg_end": load,
-         "versions": versions, "python_numpy_floor_mb": floor_mb, "rounds": args.rounds, "runs": args.runs, "results": results}, indent=2))
+         "loadavg_start": load_start, "versions": versions, "python_numpy_floor_mb": floor_mb, "rounds": args.rounds, "runs": args.runs, "results": results}, indent=2))
     return 0
 
 
