@@ -127,6 +127,27 @@ def test_qlinearmatmul_runtime_b(t, bshape):
     _check(model, {"a": a, "b": b})
 
 
+@pytest.mark.parametrize("isa", ISAS, indirect=True)
+@pytest.mark.parametrize("t", [np.uint8, np.int8])
+@pytest.mark.parametrize("k", [24, 200])  # below and above AMX's k of 64
+def test_qlinearmatmul_and_qgemm_every_qgemm_family(isa, t, k):
+    # tiles and panels full and partial on every family, per-column b, a run-time a;
+    # QGemm with transB and a per-column bias: both requantised as tiles leave qgemm
+    a = _q((2, 37, k), t)
+    consts = {"as": _scale(), "az": _q((), t), "b": _q((k, 70), np.int8), "bs": _scale(70),
+              "bz": np.zeros(70, np.int8), "ys": np.array(0.5, np.float32), "yz": _q((), t)}
+    model = _model("QLinearMatMul", {"a": a}, consts, [2, 37, 70], NP[t],
+                   _order=["a", "as", "az", "b", "bs", "bz", "ys", "yz"])
+    _check(model, {"a": a})
+    a2 = _q((37, k), t)
+    consts = {"as": _scale(), "az": _q((), t), "b": _q((70, k), np.int8), "bs": _scale(70),
+              "bz": np.zeros(70, np.int8), "c": RNG.integers(-3000, 3000, 70).astype(np.int32),
+              "ys": np.array(0.5, np.float32), "yz": _q((), t)}
+    model = _model("QGemm", {"a": a2}, consts, [37, 70], NP[t], domain="com.microsoft", transB=1,
+                   _order=["a", "as", "az", "b", "bs", "bz", "c", "ys", "yz"])
+    _check(model, {"a": a2})
+
+
 def test_qgemm_trans_a_full_bias():
     a = _q((32, 7), np.int8)
     consts = {"as": _scale(), "az": _q((), np.int8), "b": _q((32, 12), np.int8), "bs": _scale(12),

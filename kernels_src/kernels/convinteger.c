@@ -101,7 +101,7 @@ mrt_status MRT_KERNEL(mrt_convinteger_prepare)(mrt_node *node, mrt_ctx *ctx) {
   p->mg = p->m / p->group;
   p->kdim = p->cg * p->kh * p->kw;
   p->direct = p->kh == 1 && p->kw == 1 && s[0] == 1 && s[1] == 1 && !pb[0] && !pb[1] && !pe[0] && !pe[1];
-  p->kern = mrt_qgemm_kernel_select();
+  p->kern = mrt_qgemm_kernel_select_k(p->kdim);
   const size_t ohw = p->oh * p->ow;
   p->col_bytes = p->direct ? 0 : (p->kdim * ohw + 63) / 64 * 64;
   p->zero_bytes = ((p->m + 1) * sizeof(int32_t) + 63) / 64 * 64;

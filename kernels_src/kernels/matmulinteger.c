@@ -86,7 +86,7 @@ mrt_status MRT_KERNEL(mrt_matmulinteger_prepare)(mrt_node *node, mrt_ctx *ctx) {
   }
   mrt_mmi_params *p = mrt_ctx_alloc(ctx, sizeof *p);
   if (!p) return mrt_ctx_error(ctx, node, MRT_STATUS_OUT_OF_MEMORY, "out of memory");
-  p->kern = mrt_qgemm_kernel_select();
+  p->kern = mrt_qgemm_kernel_select_k((size_t)k);
   p->m = (size_t)m;
   p->n = (size_t)n;
   p->k = (size_t)k;

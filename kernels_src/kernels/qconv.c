@@ -175,10 +175,10 @@ mrt_status MRT_KERNEL(mrt_qlinearconv_prepare)(mrt_node *node, mrt_ctx *ctx) {
       }
     p->chan_bytes = p->nph * p->plane;
     /* slack: a grid row's reach past a plane and a vector's read past the grid */
-    p->planes_bytes = (p->c_in * p->chan_bytes + p->gw + 64 + 63) / 64 * 64;
+    p->planes_bytes = (p->c_in * p->chan_bytes + p->gw + 64 + 63) / 64 * 64; /* >= 16 past the planes */
   }
   const size_t n_grid = p->oh * p->gw;
-  p->kern = mrt_qgemm_kernel_select();
+  p->kern = mrt_qgemm_kernel_select_k(p->kdim);
   if (p->depthwise) {
     p->kpair = (p->kdim + 1) / 2;
     p->wd = mrt_ctx_alloc(ctx, p->c_out * p->kpair * 2 * sizeof *p->wd);
@@ -213,36 +213,56 @@ mrt_status MRT_KERNEL(mrt_qlinearconv_prepare)(mrt_node *node, mrt_ctx *ctx) {
 }
 
 /* Every channel's padded phase planes: plane (py, px) row r, column c holds
- * x[r sh + py - ph][c sw + px - pw], or zx outside x. */
+ * x[r sh + py - ph][c sw + px - pw], or zx outside x. Rows are written with
+ * 16-byte stores that may run past their end into memory written next (the
+ * planes in order, then the slack), and read x 16 (stride 2: 32) bytes at a time
+ * short of its end: no library call per row. */
+typedef uint8_t qconv_v16 __attribute__((vector_size(16)));
+
+static inline void fill16(uint8_t *d, size_t n, qconv_v16 f) {
+  for (size_t i = 0; i < n; i += 16) memcpy(d + i, &f, 16);
+}
+
 static void build_planes(const qconv_params *p, const uint8_t *x, uint8_t *MRT_RESTRICT buf) {
   const uint8_t fill = (uint8_t)p->zx;
+  const qconv_v16 fv = (qconv_v16){0} + fill;
   const size_t sh = p->sh, sw = p->sw, gw = p->gw, ihw = p->ih * p->iw;
-  for (size_t u = 0; u < p->nph; u++) {
-    const size_t py = p->phase[u] / sw, px = p->phase[u] % sw;
-    const ptrdiff_t d = p->pw - (ptrdiff_t)px, e = (ptrdiff_t)p->iw + d;
-    size_t cl = d > 0 ? (size_t)((d + (ptrdiff_t)sw - 1) / (ptrdiff_t)sw) : 0;
-    size_t ch = e > 0 ? (size_t)((e + (ptrdiff_t)sw - 1) / (ptrdiff_t)sw) : 0;
-    if (ch > gw) ch = gw;
-    if (cl > ch) cl = ch;
-    for (size_t c = 0; c < p->c_in; c++) {
+  const uint8_t *xend = x + p->c_in * ihw;
+  for (size_t c = 0; c < p->c_in; c++)
+    for (size_t u = 0; u < p->nph; u++) {
+      const size_t py = p->phase[u] / sw, px = p->phase[u] % sw;
+      const ptrdiff_t d = p->pw - (ptrdiff_t)px, e = (ptrdiff_t)p->iw + d;
+      size_t cl = d > 0 ? (size_t)((d + (ptrdiff_t)sw - 1) / (ptrdiff_t)sw) : 0;
+      size_t ch = e > 0 ? (size_t)((e + (ptrdiff_t)sw - 1) / (ptrdiff_t)sw) : 0;
+      if (ch > gw) ch = gw;
+      if (cl > ch) cl = ch;
+      const size_t len = ch - cl;
       uint8_t *pl = buf + c * p->chan_bytes + u * p->plane;
       for (size_t r = 0; r < p->rhp; r++) {
         uint8_t *row = pl + r * gw;
         const ptrdiff_t iy = (ptrdiff_t)(r * sh + py) - p->ph;
         if (iy < 0 || iy >= (ptrdiff_t)p->ih) {
-          memset(row, fill, gw);
+          fill16(row, gw, fv);
           continue;
         }
         const uint8_t *src = x + c * ihw + (size_t)iy * p->iw + (ptrdiff_t)(cl * sw) - d;
-        memset(row, fill, cl);
-        if (sw == 1)
-          memcpy(row + cl, src, ch - cl);
-        else
-          for (size_t t = 0; t < ch - cl; t++) row[cl + t] = src[t * sw];
-        memset(row + ch, fill, gw - ch);
+        fill16(row, cl, fv);
+        uint8_t *dst = row + cl;
+        size_t t = 0;
+        if (sw == 1) {
+          for (; t < len && src + t + 16 <= xend; t += 16) memcpy(dst + t, src + t, 16);
+        } else if (sw == 2) {
+          for (; t < len && src + 2 * t + 32 <= xend; t += 16) {
+            qconv_v16 lo, hi;
+            memcpy(&lo, src + 2 * t, 16), memcpy(&hi, src + 2 * t + 16, 16);
+            const qconv_v16 ev = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+            memcpy(dst + t, &ev, 16);
+          }
+        }
+        for (; t < len; t++) dst[t] = src[t * sw];
+        fill16(row + ch, gw - ch, fv);
       }
     }
-  }
   memset(buf + p->c_in * p->chan_bytes, fill, p->planes_bytes - p->c_in * p->chan_bytes);
 }
 

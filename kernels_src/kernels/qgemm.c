@@ -426,6 +426,18 @@ const mrt_qgemm_kernel *mrt_qgemm_kernel_select(void) {
 #endif
 }
 
+MRT_PREPARE_CODE
+const mrt_qgemm_kernel *mrt_qgemm_kernel_select_k(size_t k) {
+  const mrt_qgemm_kernel *kern = mrt_qgemm_kernel_select();
+#if defined(__x86_64__)
+  /* AMX pads k to 64 and stores each tile to memory for its zero-point terms: on
+   * a short k the VNNI registers win */
+  if (kern == &mrt_qgemm_amx && k < 64) kern = &mrt_qgemm_avx512vnni;
+#endif
+  (void)k;
+  return kern;
+}
+
 const char *mrt_qgemm_kernel_name(const mrt_qgemm_kernel *kern) { return kern->name; }
 
 void mrt_qgemm_requant_rows(const mrt_qgemm_kernel *kern, size_t rows, size_t n, const int32_t *MRT_RESTRICT acc,

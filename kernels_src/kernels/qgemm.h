@@ -36,6 +36,8 @@ typedef struct mrt_qgemm_kernel mrt_qgemm_kernel; /* opaque: a micro-kernel fami
 
 /* The best micro-kernel family for the running CPU. */
 const mrt_qgemm_kernel *mrt_qgemm_kernel_select(void);
+/* The best for a product of depth k (AMX only from k = 64). */
+const mrt_qgemm_kernel *mrt_qgemm_kernel_select_k(size_t k);
 /* Its name ("avx2", "sse", "neon", ...), for benchmarks and error messages. */
 const char *mrt_qgemm_kernel_name(const mrt_qgemm_kernel *kern);
 

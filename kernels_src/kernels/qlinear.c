@@ -42,6 +42,7 @@ typedef struct qmm_params {
   int32_t *zb;        /* [n] */
   void *bp;           /* b packed for kern with zb, when b is constant (else packed per run) */
   int32_t *bias;      /* [m * n] or [n] (bias_rows == 1) or NULL */
+  int32_t *zbias;     /* [n] zeros: no bias, for the fused requantisation */
   size_t bias_rows;
   float *scale;       /* [n] */
   int trans_b;
@@ -79,7 +80,9 @@ static mrt_status qmm_finish(mrt_node *node, mrt_ctx *ctx, qmm_params *p, uint32
     const float s = alpha * sa[0] * sb[nsb == 1 ? 0 : j];
     p->scale[j] = sy ? s / sy[0] : s;
   }
-  p->kern = mrt_qgemm_kernel_select();
+  p->kern = mrt_qgemm_kernel_select_k(p->k);
+  p->zbias = mrt_ctx_alloc(ctx, p->n * sizeof *p->zbias);
+  if (!p->zbias) return MRT_STATUS_OUT_OF_MEMORY;
   const mrt_tensor *b = node->inputs[ib];
   if (b->is_constant && b->data && !p->b_batched) {
     p->bp = mrt_ctx_alloc(ctx, mrt_qgemm_packed_b_size(p->kern, p->k, p->n)); /* 64-byte aligned */
@@ -98,7 +101,7 @@ static mrt_status qmm_finish(mrt_node *node, mrt_ctx *ctx, qmm_params *p, uint32
   return MRT_STATUS_OK;
 }
 
-static void qmm_run(const qmm_params *p, const aq_t *a, const bq_t *b, yq_t *y, void *scratch) {
+static void qmm_run(const qmm_params *p, mrt_pool *pool, const aq_t *a, const bq_t *b, yq_t *y, void *scratch) {
   int32_t *acc = scratch;
   void *gs = (char *)scratch + p->acc_bytes;
   const size_t rows = p->rows, n = p->n;
@@ -107,6 +110,16 @@ static void qmm_run(const qmm_params *p, const aq_t *a, const bq_t *b, yq_t *y, 
                               MRT_T0_DTYPE == MRT_DTYPE_INT8, &p->za, 1};
     const mrt_qgemm_src bs = {p->bp, b + (p->b_batched ? t * p->k * n : 0), p->trans_b ? 1 : n,
                               p->trans_b ? p->k : 1, MRT_T1_DTYPE == MRT_DTYPE_INT8, p->zb, n};
+#if !defined(FLOAT_OUT)
+    /* a bias per column (or none): requantised as each tile leaves the micro-kernel */
+    if (p->bias_rows <= 1) {
+      const mrt_qgemm_requant rq = {p->bias ? p->bias : p->zbias, p->scale, 1, p->zy, p->lo, p->hi,
+                                    y + t * rows * n, n, n, n};
+      mrt_qgemm_mt(pool, p->kern, rows, n, p->k, &as, &bs, 0, &rq, NULL, 0, gs);
+      continue;
+    }
+#endif
+    (void)pool;
     /* The bias first, and the products accumulated onto it, in int32 as onnxruntime. */
     if (p->bias)
       for (size_t i = 0; i < rows; i++)
@@ -154,7 +167,7 @@ mrt_status MRT_KERNEL(mrt_qlinearmatmul_prepare)(mrt_node *node, mrt_ctx *ctx) {
 }
 
 void MRT_KERNEL(mrt_qlinearmatmul_run)(const mrt_node *node, void *scratch) {
-  qmm_run(node->params, node->inputs[0]->data, node->inputs[3]->data, node->outputs[0]->data, scratch);
+  qmm_run(node->params, node->pool, node->inputs[0]->data, node->inputs[3]->data, node->outputs[0]->data, scratch);
 }
 #endif
 
@@ -191,7 +204,7 @@ mrt_status MRT_KERNEL(mrt_qgemm_prepare)(mrt_node *node, mrt_ctx *ctx) {
 }
 
 void MRT_KERNEL(mrt_qgemm_run)(const mrt_node *node, void *scratch) {
-  qmm_run(node->params, node->inputs[0]->data, node->inputs[3]->data, node->outputs[0]->data, scratch);
+  qmm_run(node->params, node->pool, node->inputs[0]->data, node->inputs[3]->data, node->outputs[0]->data, scratch);
 }
 #endif
 
