@@ -157,6 +157,18 @@ def actions_file(build_root: Path) -> Path:
     return Path(build_root) / "actions.jsonl"
 
 
+def python_actions_file(build_root: Path) -> Path:
+    """The Python-side actions (codegen, convert, javac, package) of the last build, one
+    JSON line each (minibuild/actions.py), rewritten by every build."""
+    return Path(build_root) / "python-actions.jsonl"
+
+
+def write_python_actions(build_root: Path, records: list[dict]) -> None:
+    from .fsutil import write_atomic
+    Path(build_root).mkdir(parents=True, exist_ok=True)
+    write_atomic(python_actions_file(build_root), "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+
+
 def run_scons(plans: list[dict], build_root: Path, jobs: int | None = None, verbose: bool = False,
               log=None, extra_env: dict | None = None) -> list[str]:
     """Run SCons on the plan; returns the lines it printed (each a step it ran)."""

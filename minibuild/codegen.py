@@ -7,7 +7,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import domains, dtypes, resources
+from . import actions, domains, dtypes, resources
 from .fsutil import write_if_changed
 from .manifest import Manifest
 from .registry import Registry, signature_key
@@ -50,13 +50,23 @@ def _banner(template: str, registry: Registry, used: list[str]) -> str:
 
 def render(registry: Registry, manifest: Manifest, gen_dir: Path, messages: bool = True,
            threads: bool = True) -> list[Path]:
-    env = _env()
+    """A cached action (minibuild/actions.py): keyed by the templates' bytes, the kernel
+    table's rows (the registry entries the manifest selects), the manifest hash, the
+    element-type table, the options and jinja2's version."""
     table = rows(registry, manifest)
     used = [registry.get(domains.canonical(r.domain), r.op).path.name for r in table]
-    registry_c = env.get_template("registry.c.j2").render(
-        banner=_banner("registry.c.j2", registry, used), rows=table, manifest_hash=manifest.hash,
-        dtypes=dtypes.TABLE)
-    config_h = env.get_template("config.h.j2").render(
-        banner=_banner("config.h.j2", registry, []), messages=messages, threads=threads)
+
+    def make():
+        env = _env()
+        registry_c = env.get_template("registry.c.j2").render(
+            banner=_banner("registry.c.j2", registry, used), rows=table, manifest_hash=manifest.hash,
+            dtypes=dtypes.TABLE)
+        config_h = env.get_template("config.h.j2").render(
+            banner=_banner("config.h.j2", registry, []), messages=messages, threads=threads)
+        return {"registry.c": registry_c.encode(), "config.h": config_h.encode()}
+    templates = sorted(resources.path("templates").glob("*.j2"))
+    out = actions.cached("codegen", "registry.c + config.h",
+                         [actions.files_digest(templates, root=resources.path("templates")), repr(table), manifest.hash, repr(dtypes.TABLE), used,
+                          messages, threads, jinja2.__version__], make)
     gen_dir = Path(gen_dir)
-    return [write_if_changed(gen_dir / "registry.c", registry_c), write_if_changed(gen_dir / "config.h", config_h)]
+    return [write_if_changed(gen_dir / name, out[name]) for name in ("registry.c", "config.h")]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from . import build, codegen, manifest as manifest_mod, options as options_mod, platforms, prepare, profile as profile_mod, \
+from . import actions, build, codegen, manifest as manifest_mod, options as options_mod, platforms, prepare, profile as profile_mod, \
     registry as registry_mod, report, scan
 from .console import console
 from .fsutil import write_if_changed
@@ -63,10 +63,22 @@ def run_scan(opts: Options, registry: registry_mod.Registry | None = None, selec
     return ScanResult(registry, models, needs, manifest)
 
 
-def convert_models(result: ScanResult, out_dir: Path) -> dict[str, Path]:
+def convert_models(result: ScanResult, out_dir: Path, opts: Options | None = None) -> dict[str, Path]:
+    """Each model's .mrt, a cached action (minibuild/actions.py) keyed by the model's
+    bytes (external data too), the needs the scan found in it (the registry's say in
+    its rewrites and types), the options that shape it and the onnx and numpy versions
+    (minibuild's own code is in every key)."""
+    import numpy
+    import onnx
     files = {}
     for m in result.models:
-        files[m.name] = write_if_changed(Path(out_dir) / f"{m.name}.mrt", prepare.convert_model(m, result.needs))
+        mine = sorted(repr(n) for n in result.needs if n.model == m.name)
+        parts = [m.sha256, m.name, actions.registry_digest(), *mine, onnx.__version__, numpy.__version__]
+        if opts is not None:
+            parts += [sorted(opts.fixed_dims.items()), sorted((k, list(v)) for k, v in opts.input_shapes.items())]
+        data = actions.cached("convert", f"{m.name}.mrt", parts,
+                              lambda m=m: {"mrt": prepare.convert_model(m, result.needs)})["mrt"]
+        files[m.name] = write_if_changed(Path(out_dir) / f"{m.name}.mrt", data)
     return files
 
 
@@ -83,6 +95,8 @@ def run_builds(all_opts: list[Options], profile: Path | None = None, build_root:
     reported into its own output folder."""
     prof = profile_mod.Profile() if profile else profile_mod.NULL
     t0 = time.monotonic()
+    runner = actions.running(prof, options_mod.remote_env(all_opts[0]))
+    py_actions = runner.__enter__()
     try:
         checked = [options_mod.check(o) for o in all_opts]  # nothing scanned or written yet
         staged = [_stage(o, names, wanted, prof, label)
@@ -93,7 +107,7 @@ def run_builds(all_opts: list[Options], profile: Path | None = None, build_root:
         with prof.span("compile + link (SCons)", "compile", targets=[p["name"] for p in plans]):
             steps = build.run_scons(plans, root, all_opts[0].jobs, all_opts[0].verbose,
                                     log=lambda line: console.print(line, markup=False),
-                                    extra_env=options_mod.remote_env(all_opts[0]))
+                                    extra_env=py_actions.remote_env())
         # SCons rewrites the action log only when it spawned something.
         ran = 0 if not steps else prof.add_actions(build.actions_file(root)) if profile else None
         if not steps:
@@ -103,10 +117,13 @@ def run_builds(all_opts: list[Options], profile: Path | None = None, build_root:
             for st in staged:
                 results.append(_finish(st, steps, prof))
         finally:
-            console.print(f"[bold]done[/] in {time.monotonic() - t0:.1f}s: {_action_summary(plans, root, ran)}"
+            build.write_python_actions(root, py_actions.records)
+            console.print(f"[bold]done[/] in {time.monotonic() - t0:.1f}s: "
+                          f"{_action_summary(plans, root, ran, py_actions.records)}"
                           f" -> {', '.join(str(st.out) for st in staged)}")
         return results
     finally:
+        runner.__exit__(None, None, None)
         if profile:
             prof.write(profile)
             console.print(f"profile -> {profile} (open in ui.perfetto.dev or chrome://tracing)", markup=False)
@@ -149,7 +166,7 @@ def _stage(opts: Options, names, wanted, prof, label: str | None = None) -> _Sta
 def _finish(st: _Staged, steps: list[str], prof) -> BuildResult:
     """convert -> package -> report, for one option set whose libraries are built."""
     with prof.span("convert", "convert", models=len(st.result.models)):
-        model_files = convert_models(st.result, st.out / "models")
+        model_files = convert_models(st.result, st.out / "models", st.opts)
     outputs = {}
     for name in st.names:
         mine = {t.name for t in st.wanted[name]}
@@ -163,9 +180,11 @@ def _finish(st: _Staged, steps: list[str], prof) -> BuildResult:
     return built
 
 
-def _action_summary(plans: list[dict], build_root: Path, ran: int | None) -> str:
+def _action_summary(plans: list[dict], build_root: Path, ran: int | None, py_actions=()) -> str:
     """"N actions run (H from the local cache), M up to date": what SCons spawned out of
-    what the plans declare, from the action log of this run."""
+    what the plans declare, from the action log of this run, and the Python-side
+    actions (codegen, convert, javac, package: minibuild/actions.py), which always run
+    and are hits when nothing they read changed."""
     path = build.actions_file(build_root)
     actions = []
     if ran != 0 and path.is_file():
@@ -174,8 +193,10 @@ def _action_summary(plans: list[dict], build_root: Path, ran: int | None) -> str
                 actions.append(json.loads(line))
             except ValueError:
                 pass
+    total = sum(len(p["objects"]) + len(p["links"]) for p in plans)
+    up_to_date = max(total - len(actions), 0)
+    actions = actions + list(py_actions)
     local = sum(1 for a in actions if a.get("cache") == "hit-local")
     remote = sum(1 for a in actions if a.get("cache") == "hit-remote")
-    total = sum(len(p["objects"]) + len(p["links"]) for p in plans)
     return (f"{len(actions)} action(s) run ({local} from the local cache, {remote} from the remote cache, "
-            f"{len(actions) - local - remote} executed), {max(total - len(actions), 0)} up to date")
+            f"{len(actions) - local - remote} executed), {up_to_date} up to date")

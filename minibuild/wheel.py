@@ -9,7 +9,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
-from . import __version__, archive
+from . import __version__, actions, archive
 
 
 @dataclass
@@ -90,5 +90,6 @@ def build(spec: WheelSpec, files: dict[str, bytes], executable=()) -> bytes:
     # part, names sorted.
     order = sorted(n for n in contents if not n.startswith(spec.dist_info + "/"))
     order += sorted(n for n in contents if n.startswith(spec.dist_info + "/"))
-    return archive.zip_bytes({n: contents[n] for n in order}, directories=False, executable=executable,
-                             sorted_entries=False)
+    return actions.archive(f"{spec.dist_info[:-len('.dist-info')]}.whl", archive.zip_bytes,
+                           {n: contents[n] for n in order}, directories=False, executable=executable,
+                           sorted_entries=False)

@@ -91,6 +91,12 @@ def _build(models_dir, out, local_cache, monkeypatch, *extra):
             if json.loads(line)["name"].startswith("compile ")]
 
 
+def _all_actions(out: Path) -> list[dict]:
+    """Every action of the last build: SCons' and minibuild's own (codegen, convert, package)."""
+    return [json.loads(line) for log in ("actions.jsonl", "python-actions.jsonl")
+            for line in (out / "build" / log).read_text().splitlines()]
+
+
 def _files(d: Path) -> set[str]:
     return {str(p.relative_to(d)) for p in d.rglob("*") if p.is_file()} if d.exists() else set()
 
@@ -104,15 +110,18 @@ def test_a_fresh_machine_gets_every_object_from_the_server(tmp_path, classifier_
     assert len(acs) >= len(first) and any(f.startswith("cas/") for f in stored)
     for f in acs:  # what Bazel's tools read: REAPI ActionResult messages naming CAS digests that exist
         for path, digest, size in decode_result((www / "open" / f).read_bytes()):
-            # a compile's object, or a link step's outputs by their path in the target's folder
-            assert path == "object" or path.startswith("lib/libminirt.so"), path
             assert (www / "open" / "cas" / digest).stat().st_size == size
+    # a compile's object, a link step's outputs by their path in the target's folder,
+    # and minibuild's own actions (codegen's files, a converted model, an archive)
+    names = {path for f in acs for path, _, _ in decode_result((www / "open" / f).read_bytes())}
+    assert {"object", "lib/libminirt.so", "lib/libminirt.so.map", "registry.c", "mrt", "archive"} <= names, names
     second = _build(classifier_dir, tmp_path / "b", tmp_path / "cache-b", monkeypatch, "--remote-cache", f"{url}/open")
     assert len(second) == len(first) and all(a["cache"] == "hit-remote" for a in second)
-    links = [json.loads(line) for line in (tmp_path / "b" / "build" / "actions.jsonl").read_text().splitlines()
-             if json.loads(line)["name"].startswith("link ")]
-    assert links and all(a["cache"] == "hit-remote" for a in links)      # links are cached actions too
-    assert f"(0 from the local cache, {len(second) + len(links)} from the remote cache, 0 executed)" \
+    everything = _all_actions(tmp_path / "b")
+    assert any(a["name"].startswith("link ") for a in everything) and any(
+        a["name"].startswith("convert ") for a in everything)
+    assert all(a["cache"] == "hit-remote" for a in everything)      # links and minibuild's own actions too
+    assert f"(0 from the local cache, {len(everything)} from the remote cache, 0 executed)" \
         in capsys.readouterr().err
 
     assert (tmp_path / "a" / LIB).read_bytes() == (tmp_path / "b" / LIB).read_bytes()
@@ -234,8 +243,8 @@ def test_grpc_a_fresh_machine_gets_every_object_from_buildgrid(tmp_path, classif
     second = _build(classifier_dir, tmp_path / "b", tmp_path / "cache-b", monkeypatch, "--remote-cache", buildgrid)
     assert len(second) == len(first) and all(a["cache"] == "hit-remote" for a in second)
     err = capsys.readouterr().err
-    everything = [json.loads(line) for line in (tmp_path / "b" / "build" / "actions.jsonl").read_text().splitlines()]
-    assert all(a["cache"] == "hit-remote" for a in everything)     # the link steps too
+    everything = _all_actions(tmp_path / "b")
+    assert all(a["cache"] == "hit-remote" for a in everything)     # the link steps and Python actions too
     assert "is not usable" not in err and f"{len(everything)} from the remote cache, 0 executed" in err
     assert (tmp_path / "a" / LIB).read_bytes() == (tmp_path / "b" / LIB).read_bytes()
 

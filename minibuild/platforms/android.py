@@ -34,7 +34,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import archive, buildinfo, __version__, resources, toolchain
+from .. import actions, archive, buildinfo, __version__, resources, toolchain
 from ..errors import BuildError
 from ..fsutil import write_if_changed
 from ..toolchain import ZIG, Target
@@ -265,6 +265,14 @@ def compile_java(out_dir: Path, jdk: Jdk | None = None) -> bytes:
     jar, stamp = out_dir / "classes.jar", out_dir / "classes.jar.sha256"
     if jar.is_file() and stamp.is_file() and stamp.read_text() == key.hexdigest():
         return jar.read_bytes()
+    data = actions.cached("javac", "classes.jar", [key.hexdigest()],
+                          lambda: {"classes.jar": _javac(javac, flags, sources)})["classes.jar"]
+    write_if_changed(jar, data)
+    write_if_changed(stamp, key.hexdigest())
+    return data
+
+
+def _javac(javac: str, flags: list[str], sources: list[Path]) -> bytes:
     with tempfile.TemporaryDirectory(prefix="minirt-javac-") as tmp:
         proc = subprocess.run([javac, *flags, "-d", tmp, *map(str, sources)], capture_output=True, text=True)
         if proc.returncode != 0:
@@ -272,10 +280,7 @@ def compile_java(out_dir: Path, jdk: Jdk | None = None) -> bytes:
         entries = {"META-INF/MANIFEST.MF": JAR_MANIFEST}
         for f in sorted(Path(tmp).rglob("*.class")):
             entries[f.relative_to(tmp).as_posix()] = f.read_bytes()
-    data = archive.zip_bytes(entries, directories=False, sorted_entries=False)
-    write_if_changed(jar, data)
-    write_if_changed(stamp, key.hexdigest())
-    return data
+    return archive.zip_bytes(entries, directories=False, sorted_entries=False)
 
 
 # --------------------------------------------------------------------------- AAR
@@ -430,7 +435,7 @@ def package(ctx) -> list[Path]:
             old.unlink()
     files, sizes = [], {"prefab_layout": layout}
     for key, (fname, entries) in aars.items():
-        data = archive.zip_bytes(entries, directories=False)
+        data = actions.archive(fname, archive.zip_bytes, entries, directories=False)
         files.append(write_if_changed(dist / fname, data))
         sizes[key] = {"path": files[-1].relative_to(ctx.out).as_posix(), "bytes": len(data)}
     for _, path in sorted(ctx.model_files.items()):

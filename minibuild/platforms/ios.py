@@ -29,7 +29,7 @@ from pathlib import Path
 
 import jinja2
 
-from .. import archive, buildinfo, resources
+from .. import actions, archive, buildinfo, resources
 from ..fsutil import write_if_changed
 from ..toolchain import Target
 from . import check_package_version
@@ -172,7 +172,8 @@ def package(ctx) -> list[Path]:
     fw_dir = dist / f"{FRAMEWORK}.xcframework"
     out = _sync_tree(fw_dir, files)
 
-    zip_data = archive.zip_bytes({f"{FRAMEWORK}.xcframework/{n}": d for n, d in files.items()})
+    zip_data = actions.archive(f"{FRAMEWORK}.xcframework.zip", archive.zip_bytes,
+                               {f"{FRAMEWORK}.xcframework/{n}": d for n, d in files.items()})
     zip_path = write_if_changed(dist / f"{FRAMEWORK}.xcframework.zip", zip_data)
     checksum = hashlib.sha256(zip_data).hexdigest()  # what `swift package compute-checksum` prints
     out.append(zip_path)

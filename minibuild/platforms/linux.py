@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import archive, buildinfo, resources, toolchain
+from .. import actions, archive, buildinfo, resources, toolchain
 from ..fsutil import write_if_changed
 from ..toolchain import Target
 
@@ -42,5 +42,6 @@ def package(ctx) -> list[Path]:
         mine = [f for f in files if root in f.parents]
         tree = {f"{name}/{f.relative_to(root).as_posix()}": f.read_bytes() for f in mine}
         files.append(write_if_changed(ctx.out / "dist" / f"{name}.tar.gz",
-                                      archive.tar_gz_bytes(tree, executable=[f"{name}/lib/{tb.library.name}"])))
+                                      actions.archive(f"{name}.tar.gz", archive.tar_gz_bytes, tree,
+                                                      executable=[f"{name}/lib/{tb.library.name}"])))
     return files
