@@ -12,7 +12,8 @@ architecture:
 
 - minirt, onnxruntime: the torchvision / transformers module exported by
   torch.onnx.export (TorchScript exporter, opset 17); int8 ResNet-18 is
-  onnxruntime.quantization.quantize_static, QDQ, per channel. minirt is built for
+  onnxruntime.quantization.quantize_static, QDQ, per channel (uint8 activations,
+  int8 weights: onnxruntime's default and the tests' form). minirt is built for
   all of them at once (`minibuild --platform linux --abi x86_64`) on every run.
 - ExecuTorch: the same torch module (same weights) through torch.export and the
   XNNPACK partitioner to a .pte; int8 through the XNNPACK quantizer (pt2e).
@@ -158,7 +159,7 @@ def prepare_onnx(model: str, dest: Path) -> None:
                 return next(self.it, None)
 
         quantize_static(str(float_path), str(dest), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)  # onnxruntime's default
         float_path.unlink()
 
 
