@@ -28,8 +28,9 @@ STUB(strcmp)
 STUB(strncmp)
 STUB(strchr)
 
-/* environment (MINIRT_MAX_CPU_ISA on x86_64) */
+/* environment (MINIRT_MAX_CPU_ISA), CPU features (qgemm's sdot on arm64: AT_HWCAP) */
 STUB(getenv)
+STUB(getauxval)
 
 /* formatted messages, model files */
 STUB(snprintf)
