@@ -3,6 +3,7 @@ compile -> convert -> package. Each step's module does the work; this one orders
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -95,10 +96,21 @@ def run_builds(all_opts: list[Options], profile: Path | None = None, build_root:
     reported into its own output folder."""
     prof = profile_mod.Profile() if profile else profile_mod.NULL
     t0 = time.monotonic()
+    checked = [options_mod.check(o) for o in all_opts]  # nothing scanned or written yet
+    with contextlib.ExitStack() as locks:
+        # Two builds into one output folder would overwrite each other's files: one waits.
+        folders = {Path(o.out).resolve() for o in all_opts}
+        if build_root:
+            folders.add(Path(build_root).resolve().parent)
+        for folder in sorted(folders):
+            locks.enter_context(build.OutputLock(folder))
+        return _run_locked(all_opts, checked, prof, t0, profile, build_root, labels)
+
+
+def _run_locked(all_opts, checked, prof, t0, profile, build_root, labels) -> list[BuildResult]:
     runner = actions.running(prof, options_mod.remote_env(all_opts[0]))
     py_actions = runner.__enter__()
     try:
-        checked = [options_mod.check(o) for o in all_opts]  # nothing scanned or written yet
         staged = [_stage(o, names, wanted, prof, label)
                   for o, (names, wanted), label in zip(all_opts, checked, labels or [None] * len(all_opts))]
         root = Path(build_root).resolve() if build_root else staged[0].out / "build"

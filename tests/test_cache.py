@@ -127,3 +127,63 @@ def test_a_clean_folder_with_a_warm_cache_executes_no_action(tmp_path, classifie
     assert str(tmp_path / "a") in fresh and str(tmp_path / "a") not in served
     assert served == fresh.replace(str(tmp_path / "a"), str(tmp_path / "b"))
     assert _report(tmp_path / "a") == _report(tmp_path / "b")
+
+
+def test_one_model_change_redoes_only_its_own_actions(tmp_path, classifier_dir, cache_dir):
+    """Adding a model to a built set: its conversion and the kernels it adds run (and the
+    kernel table, the links and the packages that hold them); the other model's
+    conversion and every other object come from the cache or are up to date."""
+    import shutil
+    import onnx
+    from onnx import TensorProto, helper
+    models_dir = tmp_path / "models"
+    shutil.copytree(classifier_dir, models_dir)
+    _build(models_dir, tmp_path / "out")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 1, 1])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("GlobalAveragePool", ["r"], ["y"])],
+                          "ew", [x], [y])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(models_dir / "extra.onnx"))
+    _build(models_dir, tmp_path / "out")
+    acts = {a["name"]: a["cache"] for a in _actions(tmp_path / "out", python=True)}
+    executed = sorted(n for n, c in acts.items() if c == "miss")
+    compiled = sorted(n.rsplit("/", 1)[1] for n in executed if n.startswith("compile "))
+    assert compiled == ["GlobalAveragePool__float32.o", "Relu__float32.o", "registry.o"], executed
+    assert acts["convert extra.mrt"] == "miss" and acts["convert small_classifier.mrt"] == "hit-local"
+    assert {n.split(" ", 1)[0] for n in executed} == {"compile", "link", "codegen", "convert", "package"}, executed
+
+
+def test_two_builds_share_one_cache_at_once(tmp_path, classifier_dir, cache_dir):
+    """Two processes building the same models into two folders with one cache at the
+    same time: both succeed, with identical libraries (cache writes are renames, reads
+    are verified)."""
+    import os
+    import subprocess
+    import sys
+    procs = [subprocess.Popen([sys.executable, "-m", "minibuild", "--models", str(classifier_dir), "--out",
+                               str(tmp_path / name), "--abi", "x86_64", "-j", "1"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ))
+             for name in ("p", "q")]
+    for p in procs:
+        out, _ = p.communicate(timeout=600)
+        assert p.returncode == 0, out.decode()[-2000:]
+    lib = "linux/x86_64/lib/libminirt.so"
+    assert (tmp_path / "p" / lib).read_bytes() == (tmp_path / "q" / lib).read_bytes()
+    assert _tree(tmp_path / "p") == _tree(tmp_path / "q")
+
+
+def test_a_second_build_into_a_busy_folder_waits_then_says_who_holds_it(tmp_path, classifier_dir, cache_dir,
+                                                                        monkeypatch, capsys):
+    import fcntl
+    out = tmp_path / "out"
+    out.mkdir()
+    with open(out / ".minibuild.lock", "a+") as held:     # another build holds the folder
+        fcntl.flock(held, fcntl.LOCK_EX)
+        held.write("pid 4242")
+        held.flush()
+        monkeypatch.setenv("MINIBUILD_LOCK_TIMEOUT", "0.5")
+        assert cli.main(["--models", str(classifier_dir), "--out", str(out), "--abi", "x86_64"]) == 1
+        err = capsys.readouterr().err
+        assert "waiting for pid 4242" in err and "another minibuild (pid 4242) is building into this folder" in err
+        assert not (out / "build").exists()      # it waited before writing anything
+    _build(classifier_dir, out)                  # released: the build goes ahead
