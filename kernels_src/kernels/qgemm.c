@@ -46,9 +46,9 @@ typedef void (*mrt_qgemm_tile_fn)(size_t kq, const void *MRT_RESTRICT a, const v
 typedef void (*mrt_qgemm_dw_fn)(size_t n, const uint8_t *MRT_RESTRICT x, int is_signed, const size_t *off,
                                 size_t npairs, const int16_t *w, int32_t *MRT_RESTRICT acc);
 
-/* packed layouts: int16 pairs, byte quads, byte quads for AMX tiles (A as 64-byte
- * rows per 64 k, k padded to 64) */
-enum { MRT_QGEMM_I16 = 0, MRT_QGEMM_U8S8 = 1, MRT_QGEMM_AMX = 2 };
+/* packed layouts: int16 pairs, byte quads (A uint8), byte quads for AMX tiles (A as
+ * 64-byte rows per 64 k, k padded to 64), byte quads with A int8 too (ARM's sdot) */
+enum { MRT_QGEMM_I16 = 0, MRT_QGEMM_U8S8 = 1, MRT_QGEMM_AMX = 2, MRT_QGEMM_S8S8 = 3 }; /* S8S8: both int8 (sdot) */
 
 /* Requantisation of rows (see mrt_qgemm_requant_rows). */
 typedef void (*mrt_qgemm_rq_fn)(size_t rows, size_t n, const int32_t *MRT_RESTRICT acc, size_t lda,
@@ -355,6 +355,14 @@ MRT_QRQ(mrt_qgemm_rq8, , 8)
 MRT_QDW(mrt_qgemm_dw8, , 8, mrt_v4i, mrt_v8h, MRT_QDW_ILO8, MRT_QDW_IHI8, MRT_MADD_GENERIC)
 static const mrt_qgemm_kernel mrt_qgemm_default = {"neon", 8, 8, 96, MRT_QGEMM_I16, mrt_qgemm_8x8__neon, mrt_qgemm_dw8,
                                                    mrt_qgemm_rq8};
+/* ARMv8.2 dotprod: sdot multiplies int8 quads into int32 lanes, as vpdpbusd with both
+ * operands signed (the S8S8 layout) */
+typedef int8_t mrt_v16c __attribute__((vector_size(16)));
+#define MRT_DOT_SDOT(acc, x, y) \
+  ((mrt_v4i)__builtin_neon_vdotq_s32((mrt_v16c)(acc), (mrt_v16c)(x), (mrt_v16c)(y), 34))
+MRT_QGEMM8_TILE(mrt_qgemm_6x16__dotprod, __attribute__((target("dotprod"))), mrt_v4i, 4, 6, 4, MRT_DOT_SDOT)
+static const mrt_qgemm_kernel mrt_qgemm_dotprod = {"dotprod", 6, 16, 96, MRT_QGEMM_S8S8, mrt_qgemm_6x16__dotprod,
+                                                   mrt_qgemm_dw8, mrt_qgemm_rq8};
 #elif defined(__ARM_NEON)
 MRT_QGEMM_TILE(mrt_qgemm_4x8__neon, , mrt_v4i, 4, 4, 2, MRT_MADD_GENERIC)
 MRT_QRQ(mrt_qgemm_rq8, , 8)
@@ -405,6 +413,28 @@ static int mrt_qgemm_cpu_isa(void) {
 }
 #endif
 
+#if defined(__aarch64__)
+#if defined(__APPLE__)
+int sysctlbyname(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
+#elif defined(__linux__)
+unsigned long getauxval(unsigned long type);
+#endif
+/* sdot (ARMv8.2 FEAT_DotProd): Linux / Android report it in AT_HWCAP (16) as
+ * HWCAP_ASIMDDP (bit 20), Apple in a sysctl. */
+MRT_PREPARE_CODE
+static int mrt_qgemm_has_dotprod(void) {
+#if defined(__APPLE__)
+  int v = 0;
+  size_t len = sizeof v;
+  return sysctlbyname("hw.optional.arm.FEAT_DotProd", &v, &len, NULL, 0) == 0 && v;
+#elif defined(__linux__)
+  return (getauxval(16) & (1ul << 20)) != 0;
+#else
+  return 0;
+#endif
+}
+#endif
+
 MRT_PREPARE_CODE
 const mrt_qgemm_kernel *mrt_qgemm_kernel_select(void) {
 #if defined(__x86_64__)
@@ -421,6 +451,10 @@ const mrt_qgemm_kernel *mrt_qgemm_kernel_select(void) {
   case MRT_QISA_AVX2: return &mrt_qgemm_avx2;
   default: return &mrt_qgemm_sse;
   }
+#elif defined(__aarch64__)
+  const char *cap = getenv("MINIRT_MAX_CPU_ISA");
+  if (cap && strcmp(cap, "neon") == 0) return &mrt_qgemm_default;
+  return mrt_qgemm_has_dotprod() ? &mrt_qgemm_dotprod : &mrt_qgemm_default;
 #else
   return &mrt_qgemm_default;
 #endif
@@ -513,11 +547,12 @@ static inline size_t mrt_q8_at(int amx, size_t w, size_t r, size_t kk) {
 }
 
 static void mrt_qgemm_pack8(size_t nx, size_t nk, size_t kq, size_t w, const mrt_qgemm_src *src, size_t xs,
-                            size_t ks, int as_a, int amx, uint8_t *MRT_RESTRICT dst) {
+                            size_t ks, int as_a, int amx, int a_s8, uint8_t *MRT_RESTRICT dst) {
   const size_t pbytes = kq * w * 4 + w * 8;
   const uint8_t *u = src->data;
-  const int flip = as_a ? src->is_signed : !src->is_signed;
-  const int32_t zshift = !flip ? 0 : as_a ? 128 : -128;
+  const int to_s8 = !as_a || a_s8; /* the stored values' type */
+  const int flip = src->is_signed != to_s8;
+  const int32_t zshift = !flip ? 0 : to_s8 ? -128 : 128;
   amx = amx && as_a;
   for (size_t x0 = 0, p = 0; x0 < nx; x0 += w, ++p) {
     uint8_t *panel = dst + p * pbytes;
@@ -537,7 +572,7 @@ static void mrt_qgemm_pack8(size_t nx, size_t nk, size_t kq, size_t w, const mrt
       for (size_t kk = 0; kk < nk; ++kk) {
         const uint8_t v = (uint8_t)(u[base + kk * ks] ^ fx);
         panel[mrt_q8_at(amx, w, r, kk)] = v;
-        sum += as_a ? (int32_t)v : (int32_t)(int8_t)v;
+        sum += to_s8 ? (int32_t)(int8_t)v : (int32_t)v;
       }
       for (size_t kk = nk; kk < kq * 4; ++kk) panel[mrt_q8_at(amx, w, r, kk)] = 0;
       /* (uint32_t): K * za - rowsum may wrap; the wraps cancel in the tile */
@@ -558,7 +593,7 @@ static void mrt_qgemm_pack_a_rows(const mrt_qgemm_kernel *kern, size_t i0, size_
   char *d = dst + i0 / kern->mr * mrt_qgemm_panel_bytes(kern, kern->mr, k);
   if (kern->kind != MRT_QGEMM_I16)
     mrt_qgemm_pack8(nx, k, mrt_qgemm_kq(kern, k), kern->mr, &s, s.rs, s.cs, 1, kern->kind == MRT_QGEMM_AMX,
-                    (uint8_t *)d);
+                    kern->kind == MRT_QGEMM_S8S8, (uint8_t *)d);
   else
     mrt_qgemm_pack16(nx, k, kern->mr, &s, s.rs, s.cs, (int16_t *)d);
 }
@@ -702,7 +737,7 @@ static void mrt_qgemm_pack_b_cols(const mrt_qgemm_kernel *kern, size_t j0, size_
   if (s.zero && s.zero_count > 1) s.zero += j0;
   char *d = dst + j0 / nr * pb;
   if (kern->kind != MRT_QGEMM_I16)
-    mrt_qgemm_pack8(j1 - j0, k, mrt_qgemm_kq(kern, k), nr, &s, s.cs, s.rs, 0, 0, (uint8_t *)d);
+    mrt_qgemm_pack8(j1 - j0, k, mrt_qgemm_kq(kern, k), nr, &s, s.cs, s.rs, 0, 0, 0, (uint8_t *)d);
   else
     mrt_qgemm_pack16(j1 - j0, k, nr, &s, s.cs, s.rs, (int16_t *)d);
 }
