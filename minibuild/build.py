@@ -202,8 +202,9 @@ def _scons_noise(line: str) -> bool:
 class OutputLock:
     """An exclusive lock on an output folder (OUT/.minibuild.lock), held for a whole build:
     a second build into the same folder waits for the first (up to
-    MINIBUILD_LOCK_TIMEOUT seconds, default 600), then fails naming the folder and the
-    process that holds it. The action cache needs no lock: its entries are written
+    MINIBUILD_LOCK_TIMEOUT seconds, default 600), then fails naming the folder. The
+    file is created once and never written (a build with no change touches nothing).
+    The action cache needs no lock: its entries are written
     under temporary names and renamed, and every read is verified by hash."""
 
     def __init__(self, folder: Path):
@@ -222,27 +223,22 @@ class OutputLock:
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except OSError:
-                f.seek(0)
-                holder = f.read().strip() or "another process"
                 if time.monotonic() >= deadline:
                     f.close()
-                    raise BuildError(f"{self.path.parent}: another minibuild ({holder}) is building into this "
-                                     f"folder; wait for it to finish, or build into another --out") from None
+                    raise BuildError(f"{self.path.parent}: another minibuild is building into this folder "
+                                     f"({self.path} is locked); wait for it to finish, or build into another "
+                                     "--out") from None
                 if not told:
-                    print(f"waiting for {holder}, which is building into {self.path.parent}", file=sys.stderr)
+                    print(f"waiting for another minibuild, which is building into {self.path.parent}",
+                          file=sys.stderr)
                     told = True
                 time.sleep(0.2)
-        f.seek(0)
-        f.truncate()
-        f.write(f"pid {os.getpid()}")
-        f.flush()
         self._f = f
         return self
 
     def __exit__(self, *exc):
         import fcntl
         if self._f is not None:
-            self._f.truncate(0)
             fcntl.flock(self._f, fcntl.LOCK_UN)
             self._f.close()
             self._f = None
