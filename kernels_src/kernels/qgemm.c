@@ -90,48 +90,15 @@ static inline mrt_v4i mrt_madd_generic(mrt_v4i acc, mrt_v4i x, mrt_v4i y) {
 #endif
 
 /*
- * MR rows x NV vectors of VL int32 lanes. The A pair of row r is one int32
- * (two int16) broadcast to every lane. Loads and stores go through memcpy:
- * C rows need not be aligned, and this avoids aliasing int16* as a vector.
+ * MR rows x NV vectors of VL int32 lanes, for both layouts: per k group, row r's
+ * A group (an int16 pair or a byte quad) is 4 bytes broadcast to every lane, each
+ * lane's B group 4 bytes, and MADD sums the group's products into the lane (pmaddwd,
+ * vpdpbusd, sdot, ...). ZP: the byte layouts' zero-point terms from the panels'
+ * tails (see the top of the file); the int16 pairs carry theirs already. Loads and
+ * stores go through memcpy: C rows need not be aligned, and no int16* is aliased
+ * as a vector.
  */
-#define MRT_QGEMM_TILE(NAME, ATTR, VT, VL, MR, NV, MADD)                                          \
-  ATTR static void NAME(size_t kq, const void *MRT_RESTRICT av_, const void *MRT_RESTRICT bv_,   \
-                        int32_t *MRT_RESTRICT c, size_t ldc, int accumulate) {                   \
-    const int16_t *a = av_, *b = bv_;                                                           \
-    VT acc[MR][NV];                                                                             \
-    _Pragma("clang loop unroll(full)") for (int r = 0; r < MR; ++r)                             \
-      _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v) acc[r][v] = (VT){0};      \
-    for (size_t q = 0; q < kq; ++q) {                                                           \
-      VT bv[NV];                                                                                \
-      _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v)                           \
-        __builtin_memcpy(&bv[v], b + 2 * v * VL, sizeof(VT));                                   \
-      _Pragma("clang loop unroll(full)") for (int r = 0; r < MR; ++r) {                         \
-        int32_t pr;                                                                             \
-        __builtin_memcpy(&pr, a + 2 * r, 4);                                                    \
-        const VT av = (VT){0} + pr;                                                             \
-        _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v) acc[r][v] =             \
-            MADD(acc[r][v], av, bv[v]);                                                         \
-      }                                                                                         \
-      a += 2 * MR;                                                                              \
-      b += 2 * NV * VL;                                                                         \
-    }                                                                                           \
-    _Pragma("clang loop unroll(full)") for (int r = 0; r < MR; ++r) {                           \
-      _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v) {                         \
-        int32_t *p = c + (size_t)r * ldc + v * VL;                                              \
-        VT x = acc[r][v];                                                                       \
-        if (accumulate) {                                                                       \
-          VT old;                                                                               \
-          __builtin_memcpy(&old, p, sizeof(VT));                                                \
-          x += old;                                                                             \
-        }                                                                                       \
-        __builtin_memcpy(p, &x, sizeof(VT));                                                    \
-      }                                                                                         \
-    }                                                                                           \
-  }
-
-/* The VNNI byte-quad tile: DOT(acc, a quad broadcast, B quads) is vpdpbusd; the
- * zero-point terms are applied from the panels' tails (see the top of the file). */
-#define MRT_QGEMM8_TILE(NAME, ATTR, VT, VL, MR, NV, DOT)                                          \
+#define MRT_QGEMM_TILE(NAME, ATTR, VT, VL, MR, NV, MADD, ZP)                                      \
   ATTR static void NAME(size_t kq, const void *MRT_RESTRICT av_, const void *MRT_RESTRICT bv_,   \
                         int32_t *MRT_RESTRICT c, size_t ldc, int accumulate) {                   \
     const uint8_t *a = av_, *b = bv_;                                                           \
@@ -145,25 +112,29 @@ static inline mrt_v4i mrt_madd_generic(mrt_v4i acc, mrt_v4i x, mrt_v4i y) {
       _Pragma("clang loop unroll(full)") for (int r = 0; r < MR; ++r) {                         \
         int32_t pr;                                                                             \
         __builtin_memcpy(&pr, a + 4 * r, 4);                                                    \
-        const VT avq = (VT){0} + pr;                                                            \
+        const VT av = (VT){0} + pr;                                                             \
         _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v) acc[r][v] =             \
-            DOT(acc[r][v], avq, bv[v]);                                                         \
+            MADD(acc[r][v], av, bv[v]);                                                         \
       }                                                                                         \
       a += 4 * MR;                                                                              \
       b += 4 * NV * VL;                                                                         \
     }                                                                                           \
     VT colsum[NV], zb[NV];                                                                      \
-    _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v) {                           \
-      __builtin_memcpy(&colsum[v], b + 4 * v * VL, sizeof(VT));                                 \
-      __builtin_memcpy(&zb[v], b + 4 * NV * VL + 4 * v * VL, sizeof(VT));                       \
-    }                                                                                           \
+    if (ZP)                                                                                     \
+      _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v) {                         \
+        __builtin_memcpy(&colsum[v], b + 4 * v * VL, sizeof(VT));                               \
+        __builtin_memcpy(&zb[v], b + 4 * NV * VL + 4 * v * VL, sizeof(VT));                     \
+      }                                                                                         \
     _Pragma("clang loop unroll(full)") for (int r = 0; r < MR; ++r) {                           \
-      int32_t za, ra;                                                                           \
-      __builtin_memcpy(&za, a + 4 * r, 4);                                                      \
-      __builtin_memcpy(&ra, a + 4 * MR + 4 * r, 4);                                             \
+      int32_t za = 0, ra = 0;                                                                   \
+      if (ZP) {                                                                                 \
+        __builtin_memcpy(&za, a + 4 * r, 4);                                                    \
+        __builtin_memcpy(&ra, a + 4 * MR + 4 * r, 4);                                           \
+      }                                                                                         \
       _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v) {                         \
         int32_t *p = c + (size_t)r * ldc + v * VL;                                              \
-        VT x = acc[r][v] - za * colsum[v] + ra * zb[v];                                         \
+        VT x = acc[r][v];                                                                       \
+        if (ZP) x = x - za * colsum[v] + ra * zb[v];                                            \
         if (accumulate) {                                                                       \
           VT old;                                                                               \
           __builtin_memcpy(&old, p, sizeof(VT));                                                \
@@ -263,12 +234,12 @@ static inline mrt_v4i mrt_madd_generic(mrt_v4i acc, mrt_v4i x, mrt_v4i y) {
 
 /* Tile shapes: accumulators + B vectors + one broadcast fit the register file. */
 #if defined(__x86_64__)
-MRT_QGEMM_TILE(mrt_qgemm_6x8__sse, , mrt_v4i, 4, 6, 2, MRT_MADD_SSE)
-MRT_QGEMM_TILE(mrt_qgemm_6x16__avx2, __attribute__((target("avx2"))), mrt_v8i, 8, 6, 2, MRT_MADD_AVX2)
-MRT_QGEMM8_TILE(mrt_qgemm_6x16__avxvnni, __attribute__((target("avx2,avxvnni"))), mrt_v8i, 8, 6, 2,
-                MRT_DOT_AVXVNNI)
-MRT_QGEMM8_TILE(mrt_qgemm_8x32__avx512vnni, __attribute__((target("avx512f,avx512bw,avx512vnni"))),
-                mrt_v16i, 16, 8, 2, MRT_DOT_AVX512VNNI)
+MRT_QGEMM_TILE(mrt_qgemm_6x8__sse, , mrt_v4i, 4, 6, 2, MRT_MADD_SSE, 0)
+MRT_QGEMM_TILE(mrt_qgemm_6x16__avx2, __attribute__((target("avx2"))), mrt_v8i, 8, 6, 2, MRT_MADD_AVX2, 0)
+MRT_QGEMM_TILE(mrt_qgemm_6x16__avxvnni, __attribute__((target("avx2,avxvnni"))), mrt_v8i, 8, 6, 2,
+               MRT_DOT_AVXVNNI, 1)
+MRT_QGEMM_TILE(mrt_qgemm_8x32__avx512vnni, __attribute__((target("avx512f,avx512bw,avx512vnni"))),
+               mrt_v16i, 16, 8, 2, MRT_DOT_AVX512VNNI, 1)
 MRT_QRQ(mrt_qgemm_rq8__sse, , 8)
 MRT_QRQ(mrt_qgemm_rq8__avx2, __attribute__((target("avx2"))), 8)
 MRT_QRQ(mrt_qgemm_rq16__avx512, __attribute__((target("avx512f,avx512bw"))), 16)
@@ -350,7 +321,7 @@ static const mrt_qgemm_kernel mrt_qgemm_avx512vnni = {"avx512vnni", 8, 32, 96, M
                                                       mrt_qgemm_8x32__avx512vnni, mrt_qgemm_dw16__avx2,
                                                       mrt_qgemm_rq16__avx512};
 #elif defined(__aarch64__)
-MRT_QGEMM_TILE(mrt_qgemm_8x8__neon, , mrt_v4i, 4, 8, 2, MRT_MADD_GENERIC)
+MRT_QGEMM_TILE(mrt_qgemm_8x8__neon, , mrt_v4i, 4, 8, 2, MRT_MADD_GENERIC, 0)
 MRT_QRQ(mrt_qgemm_rq8, , 8)
 MRT_QDW(mrt_qgemm_dw8, , 8, mrt_v4i, mrt_v8h, MRT_QDW_ILO8, MRT_QDW_IHI8, MRT_MADD_GENERIC)
 static const mrt_qgemm_kernel mrt_qgemm_default = {"neon", 8, 8, 96, MRT_QGEMM_I16, mrt_qgemm_8x8__neon, mrt_qgemm_dw8,
@@ -360,17 +331,17 @@ static const mrt_qgemm_kernel mrt_qgemm_default = {"neon", 8, 8, 96, MRT_QGEMM_I
 typedef int8_t mrt_v16c __attribute__((vector_size(16)));
 #define MRT_DOT_SDOT(acc, x, y) \
   ((mrt_v4i)__builtin_neon_vdotq_s32((mrt_v16c)(acc), (mrt_v16c)(x), (mrt_v16c)(y), 34))
-MRT_QGEMM8_TILE(mrt_qgemm_6x16__dotprod, __attribute__((target("dotprod"))), mrt_v4i, 4, 6, 4, MRT_DOT_SDOT)
+MRT_QGEMM_TILE(mrt_qgemm_6x16__dotprod, __attribute__((target("dotprod"))), mrt_v4i, 4, 6, 4, MRT_DOT_SDOT, 1)
 static const mrt_qgemm_kernel mrt_qgemm_dotprod = {"dotprod", 6, 16, 96, MRT_QGEMM_S8S8, mrt_qgemm_6x16__dotprod,
                                                    mrt_qgemm_dw8, mrt_qgemm_rq8};
 #elif defined(__ARM_NEON)
-MRT_QGEMM_TILE(mrt_qgemm_4x8__neon, , mrt_v4i, 4, 4, 2, MRT_MADD_GENERIC)
+MRT_QGEMM_TILE(mrt_qgemm_4x8__neon, , mrt_v4i, 4, 4, 2, MRT_MADD_GENERIC, 0)
 MRT_QRQ(mrt_qgemm_rq8, , 8)
 MRT_QDW(mrt_qgemm_dw8, , 8, mrt_v4i, mrt_v8h, MRT_QDW_ILO8, MRT_QDW_IHI8, MRT_MADD_GENERIC)
 static const mrt_qgemm_kernel mrt_qgemm_default = {"neon", 4, 8, 64, MRT_QGEMM_I16, mrt_qgemm_4x8__neon, mrt_qgemm_dw8,
                                                    mrt_qgemm_rq8};
 #else
-MRT_QGEMM_TILE(mrt_qgemm_4x4, , mrt_v4i, 4, 4, 1, MRT_MADD_GENERIC)
+MRT_QGEMM_TILE(mrt_qgemm_4x4, , mrt_v4i, 4, 4, 1, MRT_MADD_GENERIC, 0)
 MRT_QRQ(mrt_qgemm_rq8, , 8)
 MRT_QDW(mrt_qgemm_dw8, , 8, mrt_v4i, mrt_v8h, MRT_QDW_ILO8, MRT_QDW_IHI8, MRT_MADD_GENERIC)
 static const mrt_qgemm_kernel mrt_qgemm_default = {"generic", 4, 4, 64, MRT_QGEMM_I16, mrt_qgemm_4x4, mrt_qgemm_dw8,
