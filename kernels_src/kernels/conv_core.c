@@ -97,7 +97,7 @@ static void mrt_conv_im2col_pack(const void *vctx, size_t k0, size_t kc, size_t 
   }
 }
 
-#if defined(__x86_64__)
+#if MRT_SGEMM_AVX512
 #define MRT_AVX512F __attribute__((target("avx512f,avx2,fma")))
 MRT_AVX512F static inline mrt_v16f mrt_load16(const float *s, size_t n) {
   return __builtin_ia32_loadups512_mask(s, (mrt_v16f){0}, (unsigned short)(n >= 16 ? 0xffffu : (1u << n) - 1u));
@@ -291,7 +291,9 @@ typedef void (*mrt_dw_plane_fn)(const mrt_conv_params *p, const float *buf, cons
 #if defined(__x86_64__)
 MRT_DW_PLANE(mrt_conv_dw_plane__sse, , mrt_v4f, 4)
 MRT_DW_PLANE(mrt_conv_dw_plane__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8)
+#if MRT_SGEMM_AVX512
 MRT_DW_PLANE(mrt_conv_dw_plane__avx512, __attribute__((target("avx512f,avx2,fma"))), mrt_v16f, 16)
+#endif
 #else
 MRT_DW_PLANE(mrt_conv_dw_plane, , mrt_v4f, 4)
 #endif
@@ -556,9 +558,10 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
   if (p->path == MRT_CONV_DEPTHWISE) {
     /* On the vector ISA of the GEMM kernel prepare chose. */
 #if defined(__x86_64__)
-    const mrt_dw_plane_fn plane = p->kern == &mrt_sgemm_avx512 ? mrt_conv_dw_plane__avx512
-                                  : p->kern == &mrt_sgemm_avx2 ? mrt_conv_dw_plane__avx2
-                                                               : mrt_conv_dw_plane__sse;
+    mrt_dw_plane_fn plane = p->kern == &mrt_sgemm_avx2 ? mrt_conv_dw_plane__avx2 : mrt_conv_dw_plane__sse;
+#if MRT_SGEMM_AVX512
+    if (p->kern == &mrt_sgemm_avx512) plane = mrt_conv_dw_plane__avx512;
+#endif
 #else
     const mrt_dw_plane_fn plane = mrt_conv_dw_plane;
 #endif
@@ -597,7 +600,7 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
         b.cs = 1;
         b.scale = 1.0f;
       } else {
-#if defined(__x86_64__)
+#if MRT_SGEMM_AVX512
         b.pack = p->kern == &mrt_sgemm_avx512 ? mrt_conv_im2col_pack__avx512 : mrt_conv_im2col_pack;
 #else
         b.pack = mrt_conv_im2col_pack;

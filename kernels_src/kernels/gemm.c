@@ -81,6 +81,7 @@ MRT_SGEMM_TILE(mrt_sgemm_kernel_6x16__avx2, __attribute__((target("avx2,fma"))),
 MRT_SGEMM_TILE(mrt_sgemm_kernel_1x16__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8, 1, 2, 6, 16)
 MRT_SGEMM_TILE(mrt_sgemm_kernel_6x8__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8, 6, 1, 6, 16)
 MRT_SGEMM_TILE(mrt_sgemm_kernel_6x4__avx2, __attribute__((target("avx2,fma"))), mrt_v4f, 4, 6, 1, 6, 16)
+#if MRT_SGEMM_AVX512
 /* AVX-512F: 8 x 48 (24 zmm accumulators, 3 B vectors, the A value broadcast
  * from memory by the FMA itself). Eight rows, not 12 or 14: the channel counts
  * of mobile CNNs (16, 24, 32, 96, 144, ...) are multiples of 8, so the narrow
@@ -134,6 +135,7 @@ const mrt_sgemm_kernel mrt_sgemm_avx512 = {8, 48, 128, 1536, mrt_sgemm_kernel_8x
                                            {mrt_sgemm_kernel_8x2__avx512, mrt_sgemm_kernel_8x16__avx512,
                                             mrt_sgemm_kernel_8x32__avx512},
                                            {2, 16, 32}};
+#endif
 static const mrt_sgemm_kernel mrt_sgemm_sse = {6, 8, 120, 2048, mrt_sgemm_kernel_6x8__sse,
                                                mrt_sgemm_kernel_1x8__sse,
                                                {mrt_sgemm_kernel_6x4__sse, NULL}, {4, 0}};
@@ -185,7 +187,7 @@ static int mrt_cpu_isa(void) {
   if (__get_cpuid_max(0, 0) < 7) return MRT_ISA_SSE;
   __cpuid_count(7, 0, a, b, c, d);
   if (!(b & bit_AVX2)) return MRT_ISA_SSE;
-  return (b & bit_AVX512F) && (xlo & 0xe6u) == 0xe6u ? MRT_ISA_AVX512 : MRT_ISA_AVX2;
+  return MRT_SGEMM_AVX512 && (b & bit_AVX512F) && (xlo & 0xe6u) == 0xe6u ? MRT_ISA_AVX512 : MRT_ISA_AVX2;
 }
 
 /* MINIRT_MAX_CPU_ISA=sse or =avx2 caps the choice (to rule a code path out when
@@ -203,7 +205,10 @@ MRT_PREPARE_CODE
 const mrt_sgemm_kernel *mrt_sgemm_kernel_select(void) {
 #if defined(__x86_64__)
   const int cpu = mrt_cpu_isa(), cap = mrt_isa_cap(), isa = cpu < cap ? cpu : cap;
-  return isa == MRT_ISA_AVX512 ? &mrt_sgemm_avx512 : isa == MRT_ISA_AVX2 ? &mrt_sgemm_avx2 : &mrt_sgemm_sse;
+#if MRT_SGEMM_AVX512
+  if (isa == MRT_ISA_AVX512) return &mrt_sgemm_avx512;
+#endif
+  return isa == MRT_ISA_AVX2 ? &mrt_sgemm_avx2 : &mrt_sgemm_sse;
 #else
   return &mrt_sgemm_default;
 #endif
@@ -356,7 +361,7 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
             }
             if (mm * 3 > mr) {
               mrt_sgemm_tile_fn tile = kern->tile;
-              for (int t = 0; t < 3; ++t)
+              for (int t = 0; t < MRT_SGEMM_NARROW; ++t)
                 if (kern->narrow[t] && nn <= kern->narrow_w[t]) {
                   tile = kern->narrow[t];
                   break;

@@ -29,6 +29,17 @@ extern "C" {
  * 256 measured best for the 8 x 48 AVX-512 tile too, against 64, 128, 192). */
 #define MRT_SGEMM_KC 256
 
+/* AVX-512F micro-kernels (and the conv loops that go with them) on x86_64,
+ * except Android, whose x86_64 ABI runs on emulators and Chromebooks: 11 KB of
+ * zmm code in every app's AAR would buy nothing there. */
+#if defined(__x86_64__) && !defined(__ANDROID__)
+#define MRT_SGEMM_AVX512 1
+#define MRT_SGEMM_NARROW 3
+#else
+#define MRT_SGEMM_AVX512 0
+#define MRT_SGEMM_NARROW 2
+#endif
+
 /* Extra per-tile arguments, applied only on the last k block. */
 typedef struct mrt_sgemm_tile_args {
   const float *bias_row; /* mr values or NULL */
@@ -52,8 +63,8 @@ typedef struct mrt_sgemm_kernel {
   /* mr x narrow_w[i] tiles reading the first columns of an nr-wide B panel,
    * narrowest first (NULL: none): a few edge columns (N = 49 = 3 * 16 + 1 for
    * a 7x7 image) cost a narrow tile, not a full one. */
-  mrt_sgemm_tile_fn narrow[3];
-  uint32_t narrow_w[3];
+  mrt_sgemm_tile_fn narrow[MRT_SGEMM_NARROW];
+  uint32_t narrow_w[MRT_SGEMM_NARROW];
 } mrt_sgemm_kernel;
 
 /* The best micro-kernel for the running CPU (cpuid on x86). */
@@ -64,6 +75,8 @@ const mrt_sgemm_kernel *mrt_sgemm_kernel_select(void);
  * (depthwise Conv) use them when the selected GEMM kernel is this one, so
  * the CPU check and MINIRT_MAX_CPU_ISA decide for them too. */
 extern const mrt_sgemm_kernel mrt_sgemm_avx2;
+#endif
+#if MRT_SGEMM_AVX512
 /* The AVX-512F family (8 x 48 tiles), the same way. */
 extern const mrt_sgemm_kernel mrt_sgemm_avx512;
 #endif
