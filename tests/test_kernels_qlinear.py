@@ -148,6 +148,42 @@ def test_qlinearmatmul_and_qgemm_every_qgemm_family(isa, t, k):
     _check(model, {"a": a2})
 
 
+@pytest.mark.parametrize("isa", [None, "avx2"], indirect=True)
+def test_qlinear_kernels_on_threads(isa):
+    """qgemm split across a session's threads (along the output columns of a
+    convolution, the rows of a MatMul with constant b) and depthwise channels split:
+    the same bytes as onnxruntime's, from every task's disjoint ranges."""
+    from minibuild.testing import convert_model
+    cases = []
+    for c, m, group, k, stride, pad, hw in [(32, 40, 1, 3, 1, 1, 16), (64, 64, 64, 3, 1, 1, 40), (48, 80, 1, 1, 1, 0, 30)]:
+        x = _q((1, c, hw, hw), np.uint8)
+        oh = (hw + 2 * pad - k) // stride + 1
+        consts = {"xs": _scale(), "xz": _q((), np.uint8), "w": _q((m, c // group, k, k), np.int8), "ws": _scale(m),
+                  "wz": np.zeros(m, np.int8), "ys": np.array(0.3, np.float32), "yz": _q((), np.uint8),
+                  "b": RNG.integers(-2000, 2000, m).astype(np.int32)}
+        cases.append((_model("QLinearConv", {"x": x}, consts, [1, m, oh, oh], TensorProto.UINT8, group=group,
+                             strides=[stride] * 2, pads=[pad] * 4,
+                             _order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"]), {"x": x}))
+    a = _q((3, 37, 200), np.uint8)
+    consts = {"as": _scale(), "az": _q((), np.uint8), "b": _q((200, 70), np.int8), "bs": _scale(70),
+              "bz": np.zeros(70, np.int8), "ys": np.array(0.5, np.float32), "yz": _q((), np.uint8)}
+    cases.append((_model("QLinearMatMul", {"a": a}, consts, [3, 37, 70], TensorProto.UINT8,
+                         _order=["a", "as", "az", "b", "bs", "bz", "ys", "yz"]), {"a": a}))
+    for model, feeds in cases:
+        ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+        run_with_minirt(model, feeds)  # builds the library and puts minirt on the path
+        import minirt
+        data, names = convert_model(model, feeds)
+        so = minirt.SessionOptions()
+        so.intra_op_num_threads = 3
+        sess = minirt.InferenceSession(data, sess_options=so)
+        try:
+            got = sess.run(None, {k: feeds[k] for k in names})[0]
+        finally:
+            sess.close()
+        np.testing.assert_array_equal(got, ref)
+
+
 def test_qgemm_trans_a_full_bias():
     a = _q((32, 7), np.int8)
     consts = {"as": _scale(), "az": _q((), np.int8), "b": _q((32, 12), np.int8), "bs": _scale(12),
