@@ -225,6 +225,22 @@ static void qbin_row(const mrt_node *node, size_t n, const size_t *off, const si
   q_t *y = (q_t *)node->outputs[0]->data + yoff;
   const size_t sa = step[0], sb = step[1];
   const float flo = (float)(p->lo - p->zc), fhi = (float)(p->hi - p->zc);
+  if (sa == 1 && sb == 1) { /* the same loop, contiguous: vectorised */
+    const float ka = p->ka, kb = p->kb;
+    const int32_t za = p->za, zb = p->zb, zc = p->zc;
+    for (size_t i = 0; i < n; i++) {
+      const float va = (float)((int32_t)a[i] - za), vb = (float)((int32_t)b[i] - zb);
+#if defined(MRT_OP_QLinearAdd)
+      float v = ka * va + kb * vb;
+#else
+      float v = ka * (va * vb);
+#endif
+      v = v < flo ? flo : v;
+      v = v > fhi ? fhi : v;
+      y[i] = (q_t)((int32_t)mrt_q_rint(v) + zc);
+    }
+    return;
+  }
   for (size_t i = 0; i < n; i++) {
     const float va = (float)((int32_t)a[i * sa] - p->za), vb = (float)((int32_t)b[i * sb] - p->zb);
 #if defined(MRT_OP_QLinearAdd)
