@@ -22,6 +22,9 @@
  *   sum (a - za)(b - zb) = sum a b - za * colsum(b) + zb * (K za - rowsum(a))
  * with za and K za - rowsum(a) stored after each A panel, colsum(b) and zb after
  * each B panel. int32 wraps in the middle terms cancel: the result is exact.
+ * AMX's tdpbusd takes the same B quads in 16 x 16-column tiles and A as 16 rows of
+ * 64 k (its own A layout, k padded to 64); ARM's sdot multiplies int8 by int8, so
+ * there A is stored as int8 as well (the same identity holds).
  */
 #include "qgemm.h"
 #include "qcommon.h"

@@ -16,12 +16,16 @@
  *
  * The packed layout belongs to the micro-kernel family: pack with the kernel
  * that mrt_qgemm_kernel_select() returned and that will run the GEMM. The
- * choice is made by CPU at prepare (cpuid on x86_64; MINIRT_MAX_CPU_ISA=sse caps
- * it as for the float GEMM). Callers treat packed buffers as opaque bytes.
+ * choice is made by CPU at prepare: on x86_64 by cpuid, AMX > AVX512-VNNI >
+ * AVX-VNNI > AVX2 > SSE, capped by MINIRT_MAX_CPU_ISA=avx512vnni / avxvnni / avx2 /
+ * sse; on aarch64 sdot (ARMv8.2 dotprod) when the CPU has it, else NEON
+ * (MINIRT_MAX_CPU_ISA=neon). Callers treat packed buffers as opaque bytes.
  *
  * Convolution (NCHW) maps as: A = weights (M = output channels x K = C*kh*kw,
- * packed at prepare, per-channel zero points per row), B = im2col (K x HW, rs = HW,
- * cs = 1, packed per call), C = M x HW. MatMul maps A = activations, B = weights.
+ * packed at prepare, per-channel zero points per row), B = K rows of a row table
+ * into the padded input (row_off: tap (c, ky, kx) over every output pixel, see
+ * qconv.c), packed a panel at a time straight from there, C requantised into y.
+ * MatMul maps A = activations, B = weights.
  */
 #ifndef MRT_QGEMM_H
 #define MRT_QGEMM_H
