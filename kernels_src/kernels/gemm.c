@@ -249,6 +249,29 @@ static void mrt_sgemm_pack_strided(const float *data, size_t xs, size_t ks, floa
   }
 }
 
+#if MRT_SGEMM_AVX512
+/* B of a pointwise convolution (and any B with contiguous rows) for the 8 x 48
+ * kernel: 16 floats a load, the panel's ragged end by a masked load whose
+ * zero lanes are the padding, so no scalar loop. */
+MRT_AVX512 static void mrt_sgemm_pack_rows__avx512(const float *data, size_t ks, float scale, size_t x0,
+                                                  size_t xc, size_t k0, size_t kc, float *MRT_RESTRICT dst) {
+  for (size_t p = 0; p < xc; p += 48, dst += 48 * kc) {
+    const size_t pw = mrt_min(48, xc - p);
+    const float *base = data + x0 + p + k0 * ks;
+    for (size_t q = 0; q < kc; ++q) {
+      const float *src = base + q * ks;
+      float *d = dst + q * 48;
+      _Pragma("clang loop unroll(full)") for (size_t t = 0; t < 48; t += 16) {
+        const size_t n = pw > t ? pw - t : 0;
+        const unsigned short mask = (unsigned short)(n >= 16 ? 0xffffu : (1u << n) - 1u);
+        const mrt_v16f v = __builtin_ia32_loadups512_mask(src + t, (mrt_v16f){0}, mask) * scale;
+        __builtin_memcpy(d + t, &v, sizeof v);
+      }
+    }
+  }
+}
+#endif
+
 void mrt_sgemm_pack_a(const mrt_sgemm_kernel *kern, size_t m, size_t k, const float *a, size_t rs,
                       size_t cs, float scale, float *MRT_RESTRICT dst) {
   const size_t mpad = mrt_round_up(m, kern->mr);
@@ -322,7 +345,12 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
         b->pack(b->pack_ctx, k0, kcur, j0, ncur, nr, bbuf);
         bp = bbuf;
       } else {
-        mrt_sgemm_pack_strided(b->data, b->cs, b->rs, b->scale, j0, ncur, k0, kcur, nr, bbuf);
+#if MRT_SGEMM_AVX512
+        if (kern == &mrt_sgemm_avx512 && b->cs == 1)
+          mrt_sgemm_pack_rows__avx512(b->data, b->rs, b->scale, j0, ncur, k0, kcur, bbuf);
+        else
+#endif
+          mrt_sgemm_pack_strided(b->data, b->cs, b->rs, b->scale, j0, ncur, k0, kcur, nr, bbuf);
         bp = bbuf;
       }
       args.accumulate = accumulate || k0 > 0;
