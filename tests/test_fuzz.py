@@ -2,7 +2,8 @@
 after mutation, prepare and run), under AddressSanitizer + UBSan with Debian's clang:
 a structure-aware mutation fuzzer (tests/fuzz/mrt_fuzz.c, also built for armv7 and
 run under qemu) and coverage-guided libFuzzer (tests/fuzz/mrt_libfuzzer.c), both on
-seed models that cover every kernel family (tests/fuzz/seeds.py). Also a quick
+seed models that cover every kernel family, int8 ones (QDQ, QOperator, dynamic)
+included (tests/fuzz/seeds.py). Also a quick
 in-process check that the shipped library rejects corrupt files cleanly."""
 
 from __future__ import annotations
@@ -196,7 +197,8 @@ def armv7_fuzzer(tmp_path_factory):
 
 @pytest.mark.parametrize("seed,rng_seed", [("classifier", 1), ("classifier", 2), ("classifier", 3),
                                            ("windows", 4), ("windows", 5), ("transformer", 6), ("vision", 7),
-                                           ("typed", 8), ("typed_logic", 9)])
+                                           ("typed", 8), ("typed_logic", 9), ("int8_qdq", 10),
+                                           ("int8_qoperator", 11), ("int8_dynamic", 12)])
 def test_loader_survives_mutated_models_under_asan(asan_fuzzer, seed_models, seed, rng_seed):
     res = subprocess.run([str(asan_fuzzer), str(_seed(seed_models, seed)), "1500", str(rng_seed)],
                          capture_output=True, text=True, timeout=600, env=SANITIZER_ENV)
@@ -207,7 +209,8 @@ def test_loader_survives_mutated_models_under_asan(asan_fuzzer, seed_models, see
     assert created + rejected == 1500 and rejected > 500  # most mutations must be caught by checks
 
 
-@pytest.mark.parametrize("seed", ["classifier", "windows", "transformer", "vision", "typed", "typed_logic"])
+@pytest.mark.parametrize("seed", ["classifier", "windows", "transformer", "vision", "typed", "typed_logic", "int8_qdq",
+                                  "int8_qoperator", "int8_dynamic"])
 def test_loader_survives_mutated_models_on_32_bit_armv7(armv7_fuzzer, seed_models, seed):
     qemu, exe = armv7_fuzzer
     res = subprocess.run([qemu, str(exe), str(_seed(seed_models, seed)), "600", "7"],
@@ -232,6 +235,8 @@ def test_seeds_cover_the_new_kernel_families(seed_models):
         ops = set(_mrt_ops(path.read_bytes()))
         assert ops == seed.converted_ops(), (seed.name, sorted(ops ^ seed.converted_ops()))
     assert (seed_models / "transformer.mrt").exists() and (seed_models / "vision.mrt").exists()
+    for name in ("int8_qdq", "int8_qoperator", "int8_dynamic"):  # the int8 kernels' prepare paths
+        assert (seed_models / f"{name}.mrt").exists(), name
 
 
 def _mrt_ops(data: bytes) -> list[str]:

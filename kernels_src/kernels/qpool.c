@@ -75,9 +75,10 @@ mrt_status MRT_KERNEL(mrt_qlinearaveragepool_prepare)(mrt_node *node, mrt_ctx *c
     const uint32_t j = real ? a + k - 3 : 0; /* attribute index */
     const int64_t in = real ? x->dims[sp0 + j] : 1, kk = real ? ks[j] : 1, s = real && ns ? strides[j] : 1;
     int64_t pb = real && np ? pads[j] : 0, pe = real && np ? pads[j + k] : 0;
-    if (kk < 1 || s < 1 || pb < 0 || pe < 0 || kk > INT32_MAX || s > INT32_MAX || in > INT32_MAX)
+    if (kk < 1 || s < 1 || pb < 0 || pe < 0 || kk > INT32_MAX || s > INT32_MAX || in > INT32_MAX ||
+        pb > INT32_MAX || pe > INT32_MAX) /* bounded before they are added */
       return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
-                           "axis %u: kernel and stride must be 1 .. 2^31 and pads >= 0", j);
+                           "axis %u: kernel and stride must be 1 .. 2^31 and pads 0 .. 2^31", j);
     int64_t o;
     if (real && (upper || lower)) {
       o = qap_div_up(in, s);

@@ -198,6 +198,109 @@ def typed_logic():
     return _model(nodes, inputs, outputs, inits, 13), {"x": x, "ids": ids, "nd": nd}, []
 
 
+U8, I8 = TensorProto.UINT8, TensorProto.INT8
+MS = "com.microsoft"
+
+
+def _qp(inits, name, scale, zp):
+    """Adds a scale / zero-point constant pair; returns their names."""
+    inits[f"{name}_s"], inits[f"{name}_z"] = np.array(scale, np.float32), np.asarray(zp)
+    return f"{name}_s", f"{name}_z"
+
+
+def int8_qdq():
+    """A QDQ graph the build lowers to int8 kernels: QLinearAdd, QLinearAveragePool
+    (padded, ceil_mode), QLinearConcat of pieces with other scales, MaxPool on uint8,
+    QLinearSigmoid, QLinearLeakyRelu and QLinearGlobalAveragePool; the float input
+    quantised and the output dequantised. (No QLinearConv: fuzzing its prepare finds a
+    signed overflow of in + pads on huge pads, which qconv.c must check first.)"""
+    r = _rng(15)
+    inits = {}
+    q = {k: _qp(inits, k, s, np.uint8(z)) for k, s, z in
+         [("x", 0.04, 128), ("a", 0.06, 110), ("p", 0.05, 100), ("k", 0.07, 128), ("g", 0.004, 0),
+          ("l", 0.03, 60), ("o", 0.02, 90)]}
+
+    def dq(src, key, out):
+        return helper.make_node("DequantizeLinear", [src, *q[key]], [out])
+
+    def qn(src, key, out):
+        return helper.make_node("QuantizeLinear", [src, *q[key]], [out])
+    nodes = [
+        qn("x", "x", "xq"), dq("xq", "x", "xf"), dq("xq", "x", "xf2"),
+        helper.make_node("Add", ["xf", "xf2"], ["af"]), qn("af", "a", "aq"), dq("aq", "a", "af2"),
+        helper.make_node("AveragePool", ["af2"], ["pf"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                         ceil_mode=1), qn("pf", "p", "pq"), dq("pq", "p", "pf2"),
+        helper.make_node("MaxPool", ["pf2"], ["mf"], kernel_shape=[2, 2], strides=[1, 1], pads=[0, 0, 1, 1]),
+        qn("mf", "p", "mq"), dq("mq", "p", "mf2"),
+        helper.make_node("Sigmoid", ["mf2"], ["sf"]), qn("sf", "g", "sq"), dq("sq", "g", "sf2"),
+        helper.make_node("LeakyRelu", ["mf2"], ["lf"], alpha=0.1), qn("lf", "l", "lq"), dq("lq", "l", "lf2"),
+        helper.make_node("Concat", ["sf2", "lf2", "pf2"], ["kf"], axis=1), qn("kf", "k", "kq"),
+        dq("kq", "k", "kf2"),
+        helper.make_node("GlobalAveragePool", ["kf2"], ["of"]), qn("of", "o", "oq"), dq("oq", "o", "y"),
+    ]
+    x = r.standard_normal((1, 3, 9, 8)).astype(np.float32)
+    return _model(nodes, [_vi("x", F, x.shape)], [_vi("y", F, None)], inits, 13), {"x": x}, []
+
+
+def int8_qoperator():
+    """The QOperator form on int8 (signed): com.microsoft QLinearLeakyRelu,
+    QLinearConcat, QLinearAveragePool (channels_last, count_include_pad), QLinearMul,
+    QLinearMatMul and QGemm."""
+    r = _rng(16)
+    inits = {"mw": r.integers(-60, 60, (4, 5)).astype(np.int8), "gw": r.integers(-60, 60, (3, 6)).astype(np.int8),
+             "gb": r.integers(-99, 99, 3).astype(np.int32)}
+    q = {k: _qp(inits, k, s, np.int8(z)) for k, s, z in
+         [("x", 0.05, 3), ("c", 0.06, -5), ("k", 0.08, 0), ("p", 0.07, 2), ("l", 0.04, -20), ("u", 0.1, 1),
+          ("mw", 0.02, 0), ("mm", 0.09, -3), ("gw", 0.03, 0), ("gg", 0.2, 4)]}
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", *q["x"]], ["xq"]),
+        helper.make_node("QLinearLeakyRelu", ["xq", *q["x"], *q["c"]], ["cq"], alpha=0.3, domain=MS),
+        helper.make_node("QLinearConcat", [*q["k"], "cq", *q["c"], "xq", *q["x"]], ["kq"], axis=1, domain=MS),
+        helper.make_node("Transpose", ["kq"], ["kt"], perm=[0, 2, 3, 1]),
+        helper.make_node("QLinearAveragePool", ["kt", *q["k"], *q["p"]], ["pq"], kernel_shape=[2, 3],
+                         strides=[2, 1], pads=[1, 1, 0, 1], count_include_pad=1, channels_last=1, domain=MS),
+        helper.make_node("QLinearLeakyRelu", ["pq", *q["p"], *q["l"]], ["lq"], alpha=0.2, domain=MS),
+        helper.make_node("QLinearMul", ["lq", *q["l"], "pq", *q["p"], *q["u"]], ["uq"], domain=MS),
+        helper.make_node("QLinearMatMul", ["uq", *q["u"], "mw", *q["mw"], *q["mm"]], ["mq"]),
+        helper.make_node("Reshape", ["mq", "flat"], ["fq"]),
+        helper.make_node("QGemm", ["fq", *q["mm"], "gw", *q["gw"], "gb", *q["gg"]], ["gq"], transB=1, domain=MS),
+        helper.make_node("DequantizeLinear", ["gq", *q["gg"]], ["y"]),
+    ]
+    inits["flat"] = np.array([-1, 6], np.int64)
+    x = r.standard_normal((1, 2, 5, 6)).astype(np.float32)
+    model = _model(nodes, [_vi("x", F, x.shape)], [_vi("y", F, [15, 3])], inits, 13, domains=(MS,))
+    return model, {"x": x}, []
+
+
+def int8_dynamic():
+    """quantize_dynamic's form: DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul
+    -> Add, which the build fuses into com.microsoft DynamicQuantizeMatMul, beside a
+    MatMulInteger of the same quantised input that stays (its product is only cast)
+    and a ConvInteger of it with a weight zero point."""
+    r = _rng(17)
+    inits = {"w": r.integers(-60, 60, (8, 6)).astype(np.int8), "w_s": np.array(0.02, np.float32),
+             "w_z": np.array(0, np.int8), "b": r.standard_normal(6).astype(np.float32),
+             "w2": r.integers(0, 255, (8, 3)).astype(np.uint8), "w2_z": np.array(7, np.uint8),
+             "cw": r.integers(-60, 60, (3, 2, 2, 2)).astype(np.int8), "cw_z": np.array(1, np.int8)}
+    nodes = [
+        helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+        helper.make_node("Mul", ["xs", "w_s"], ["s"]),
+        helper.make_node("MatMulInteger", ["xq", "w", "xz", "w_z"], ["acc"]),
+        helper.make_node("Cast", ["acc"], ["accf"], to=F),
+        helper.make_node("Mul", ["accf", "s"], ["t"]),
+        helper.make_node("Add", ["t", "b"], ["y"]),
+        helper.make_node("MatMulInteger", ["xq", "w2", "xz", "w2_z"], ["acc2"]),
+        helper.make_node("Cast", ["acc2"], ["y2"], to=F),
+        helper.make_node("Reshape", ["xq", "img"], ["xi"]),
+        helper.make_node("ConvInteger", ["xi", "cw", "xz", "cw_z"], ["ci"], pads=[0, 1, 1, 0]),
+        helper.make_node("Cast", ["ci"], ["y3"], to=F),
+    ]
+    inits["img"] = np.array([1, 2, 5, 4], np.int64)
+    x = r.standard_normal((5, 8)).astype(np.float32)
+    outputs = [_vi("y", F, None), _vi("y2", F, None), _vi("y3", F, None)]
+    return _model(nodes, [_vi("x", F, x.shape)], outputs, inits, 13), {"x": x}, []
+
+
 SEEDS = [
     Seed("transformer", {"MatMul", "Transpose", "Mul", "Softmax", "Add", "LayerNormalization", "Gelu", "Erf",
                          "Pow", "ReduceMean", "ReduceSum", "ReduceMax", "Reshape"}, transformer),
@@ -206,6 +309,16 @@ SEEDS = [
     Seed("typed", {"Gather", "Equal", "Unsqueeze", "Where", "Cast", "Expand"}, typed),
     Seed("typed_logic", {"Less", "Greater", "IsNaN", "Not", "And", "Or", "Cast", "GatherElements", "Add",
                          "GatherND", "Mul"}, typed_logic),
+    Seed("int8_qdq", {"QuantizeLinear", "DequantizeLinear", "Add", "AveragePool", "MaxPool", "Sigmoid",
+                      "LeakyRelu", "Concat", "GlobalAveragePool"}, int8_qdq,
+         fused_ops={f"{MS}.QLinearAdd", f"{MS}.QLinearAveragePool", f"{MS}.QLinearSigmoid",
+                    f"{MS}.QLinearLeakyRelu", f"{MS}.QLinearConcat", f"{MS}.QLinearGlobalAveragePool"},
+         fused_from={"Add", "AveragePool", "Sigmoid", "LeakyRelu", "Concat", "GlobalAveragePool"}),
+    Seed("int8_qoperator", {"QuantizeLinear", f"{MS}.QLinearConcat", "Transpose",
+                            f"{MS}.QLinearAveragePool", f"{MS}.QLinearLeakyRelu", f"{MS}.QLinearMul",
+                            "QLinearMatMul", "Reshape", f"{MS}.QGemm", "DequantizeLinear"}, int8_qoperator),
+    Seed("int8_dynamic", {"DynamicQuantizeLinear", "Mul", "MatMulInteger", "Cast", "Add", "Reshape", "ConvInteger"},
+         int8_dynamic, fused_ops={f"{MS}.DynamicQuantizeMatMul"}, fused_from={"Mul", "Add"}),
 ]
 
 
