@@ -361,9 +361,16 @@ class Engine:
         self.hello = json.loads(line)
 
     def block(self, runs: int) -> list[float]:
-        self.proc.stdin.write(f"{runs}\n")
-        self.proc.stdin.flush()
-        return json.loads(self.proc.stdout.readline())
+        try:
+            self.proc.stdin.write(f"{runs}\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        except BrokenPipeError:
+            line = ""
+        if not line:
+            tail = (self.log.read_text().strip().splitlines() or ["no message"])[-1][:200]
+            raise RuntimeError(f"the worker exited with {self.proc.wait()} while timing: {tail} (all of it in {self.log})")
+        return json.loads(line)
 
     def close(self):
         try:
@@ -458,12 +465,17 @@ def run_model(model: str, threads: int, files: dict, args, scratch: Path) -> dic
         except Exception as e:  # noqa: BLE001  (one engine's failure must not stop the others)
             notes[name] = str(e)[:200]
     per_block: dict[str, list[float]] = {k: [] for k in engines}
-    for e in engines.values():
-        e.block(2)  # warm-up
-    for _ in range(args.rounds):
-        for name, e in engines.items():
+    for rnd in range(args.rounds + 1):  # round 0 warms up
+        for name, e in list(engines.items()):
             time.sleep(0.05)  # let the previous engine's spinning workers park
-            per_block[name].append(statistics.median(e.block(args.runs)))
+            try:
+                times = e.block(args.runs if rnd else 2)
+            except RuntimeError as err:
+                notes[name] = str(err)
+                del engines[name], per_block[name]
+                continue
+            if rnd:
+                per_block[name].append(statistics.median(times))
     res = {"model": model, "threads": threads, "loadavg_1min": os.getloadavg()[0], "engines": {}}
     ref = None
     if "onnxruntime" in engines:
@@ -471,8 +483,9 @@ def run_model(model: str, threads: int, files: dict, args, scratch: Path) -> dic
     for name, e in engines.items():
         e.close()
         row = {"ms": statistics.median(per_block[name]), "block_medians_ms": per_block[name],
+               "best_block_ms": min(per_block[name]),
                "peak_rss_mb": e.hello["vmhwm_mb"], "output_finite": e.hello["finite"]}
-        if ref is not None and name in ("minirt", "executorch") and name != "onnxruntime":
+        if ref is not None and name in ("minirt", "executorch"):
             row["vs_onnxruntime"] = compare(np.load(scratch / f"{model}-{name}-{threads}.npy"), ref)
         if name == "litert":
             row["note"] = "own weights (Keras): timing only"
@@ -542,6 +555,8 @@ def main() -> int:
         PREPARE[args._prepare](args._model, Path(args._path))
         return 0
 
+    if args.rounds < 1 or args.runs < 1:
+        ap.error("--rounds and --runs must be at least 1")
     models = args.models.split(",")
     args.engines = args.engines.split(",")
     bad = [m for m in models if m not in MODELS] + [e for e in args.engines if e not in ENGINES]
