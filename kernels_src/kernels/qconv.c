@@ -194,7 +194,7 @@ mrt_status MRT_KERNEL(mrt_qlinearconv_prepare)(mrt_node *node, mrt_ctx *ctx) {
       p->bias[m] = (int32_t)((uint32_t)p->bias[m] - (uint32_t)p->zx * wsum);
     }
     p->off[p->kdim] = p->off[0]; /* an odd last tap's partner, weight 0 */
-    p->acc_bytes = ((n_grid + 31) / 32 * 32 * sizeof(int32_t) + 63) / 64 * 64;
+    p->acc_bytes = ((n_grid + 31) / 32 * 32 * (sizeof(int32_t) + 1) + 63) / 64 * 64; /* int32 grid, then bytes */
     mrt_ctx_request_scratch(ctx, p->planes_bytes + threads * p->acc_bytes);
     node->params = p;
     return MRT_STATUS_OK;
@@ -275,20 +275,31 @@ typedef struct qconv_dw_job {
 } qconv_dw_job;
 
 /* Depthwise channels [m0, m1) of one image. */
+/* n bytes in 8-byte moves (the last one overlapping), never past dst + n */
+static inline void copy_row(uint8_t *MRT_RESTRICT dst, const uint8_t *MRT_RESTRICT src, size_t n) {
+  if (n < 8) {
+    for (size_t i = 0; i < n; i++) dst[i] = src[i];
+    return;
+  }
+  for (size_t i = 0; i + 8 < n; i += 8) memcpy(dst + i, src + i, 8);
+  memcpy(dst + n - 8, src + n - 8, 8);
+}
+
 static void dw_channels(const qconv_params *p, const uint8_t *planes, yq_t *y, int32_t *MRT_RESTRICT acc,
                         size_t m0, size_t m1) {
+  uint8_t *tmp = (uint8_t *)(acc + (p->oh * p->gw + 31) / 32 * 32); /* the requantised grid */
   const size_t gw = p->gw, oh = p->oh, ow = p->ow;
   for (size_t m = m0; m < m1; m++) {
     mrt_qgemm_depthwise(p->kern, oh * gw, planes + m * p->chan_bytes, MRT_T0_DTYPE == MRT_DTYPE_INT8, p->off,
                         p->kpair, p->wd + m * p->kpair * 2, acc);
     yq_t *ym = y + m * oh * ow;
-    /* the same channel's bias and scale for every grid row */
-    if (gw == ow)
+    /* the whole grid at once (one bias and scale), its rows' first ow bytes then moved */
+    if (gw == ow) {
       mrt_qgemm_requant_rows(p->kern, 1, oh * ow, acc, 0, p->bias + m, p->scale + m, 0, p->zy, p->lo, p->hi, ym, 0);
-    else
-      for (size_t gy = 0; gy < oh; gy++)
-        mrt_qgemm_requant_rows(p->kern, 1, ow, acc + gy * gw, 0, p->bias + m, p->scale + m, 0, p->zy, p->lo, p->hi,
-                               ym + gy * ow, 0);
+      continue;
+    }
+    mrt_qgemm_requant_rows(p->kern, 1, oh * gw, acc, 0, p->bias + m, p->scale + m, 0, p->zy, p->lo, p->hi, tmp, 0);
+    for (size_t gy = 0; gy < oh; gy++) copy_row((uint8_t *)(ym + gy * ow), tmp + gy * gw, ow);
   }
 }
 

@@ -74,6 +74,9 @@ struct mrt_qgemm_kernel {
 #define MRT_MADD_AVX2(acc, x, y) ((acc) + (mrt_v8i)__builtin_ia32_pmaddwd256((mrt_v16h)(x), (mrt_v16h)(y)))
 #define MRT_MADD_VNNI(acc, x, y) \
   ((mrt_v8i)__builtin_ia32_vpdpwssd256((mrt_v8i)(acc), (mrt_v8i)(x), (mrt_v8i)(y)))
+typedef int16_t mrt_v32h __attribute__((vector_size(64)));
+#define MRT_MADD_AVX512(acc, x, y) \
+  ((acc) + (mrt_v16i)__builtin_ia32_pmaddwd512((mrt_v32h)(x), (mrt_v32h)(y)))
 #define MRT_DOT_AVXVNNI(acc, x, y) ((mrt_v8i)__builtin_ia32_vpdpbusd256((mrt_v8i)(acc), (mrt_v8i)(x), (mrt_v8i)(y)))
 #define MRT_DOT_AVX512VNNI(acc, x, y) \
   ((mrt_v16i)__builtin_ia32_vpdpbusd512((mrt_v16i)(acc), (mrt_v16i)(x), (mrt_v16i)(y)))
@@ -157,6 +160,10 @@ static inline mrt_v4i mrt_madd_generic(mrt_v4i acc, mrt_v4i x, mrt_v4i y) {
 #define MRT_QDW_IHI8() 4, 12, 5, 13, 6, 14, 7, 15
 #define MRT_QDW_ILO16() 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23
 #define MRT_QDW_IHI16() 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31
+#define MRT_QDW_ILO32() 0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39, \
+    8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47
+#define MRT_QDW_IHI32() 16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55, \
+    24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63
 #define MRT_QDW_LOOP(XT, HT, IT, VL, ILO, IHI, MADD)                                             \
   for (size_t j = 0; j < n; j += VL) {                                                          \
     IT lo = {0}, hi = {0};                                                                      \
@@ -249,6 +256,8 @@ MRT_QRQ(mrt_qgemm_rq16__avx512, __attribute__((target("avx512f,avx512bw"))), 16)
 MRT_QDW(mrt_qgemm_dw8__sse, , 8, mrt_v4i, mrt_v8h, MRT_QDW_ILO8, MRT_QDW_IHI8, MRT_MADD_SSE)
 MRT_QDW(mrt_qgemm_dw16__avx2, __attribute__((target("avx2"))), 16, mrt_v8i, mrt_v16h, MRT_QDW_ILO16, MRT_QDW_IHI16,
         MRT_MADD_AVX2)
+MRT_QDW(mrt_qgemm_dw32__avx512, __attribute__((target("avx512f,avx512bw"))), 32, mrt_v16i, mrt_v32h, MRT_QDW_ILO32,
+        MRT_QDW_IHI32, MRT_MADD_AVX512)
 /*
  * AMX (tdpbusd): a 32 x 32 tile as four 16 x 16 int32 tile registers, A's 32 rows
  * in two 16-row tiles of 64 k, B's 32 columns in two tiles of 16 quads (B's quad
@@ -313,7 +322,7 @@ mrt_qgemm_32x32__amx(size_t kq, const void *MRT_RESTRICT av_, const void *MRT_RE
   }
 }
 static const mrt_qgemm_kernel mrt_qgemm_amx = {"amx", 32, 32, 96, MRT_QGEMM_AMX, mrt_qgemm_32x32__amx,
-                                               mrt_qgemm_dw16__avx2, mrt_qgemm_rq16__avx512};
+                                               mrt_qgemm_dw32__avx512, mrt_qgemm_rq16__avx512};
 static const mrt_qgemm_kernel mrt_qgemm_sse = {"sse", 6, 8, 96, MRT_QGEMM_I16, mrt_qgemm_6x8__sse, mrt_qgemm_dw8__sse,
                                                mrt_qgemm_rq8__sse};
 static const mrt_qgemm_kernel mrt_qgemm_avx2 = {"avx2", 6, 16, 96, MRT_QGEMM_I16, mrt_qgemm_6x16__avx2,
@@ -321,7 +330,7 @@ static const mrt_qgemm_kernel mrt_qgemm_avx2 = {"avx2", 6, 16, 96, MRT_QGEMM_I16
 static const mrt_qgemm_kernel mrt_qgemm_avxvnni = {"avxvnni", 6, 16, 96, MRT_QGEMM_U8S8, mrt_qgemm_6x16__avxvnni,
                                                    mrt_qgemm_dw16__avx2, mrt_qgemm_rq8__avx2};
 static const mrt_qgemm_kernel mrt_qgemm_avx512vnni = {"avx512vnni", 8, 32, 96, MRT_QGEMM_U8S8,
-                                                      mrt_qgemm_8x32__avx512vnni, mrt_qgemm_dw16__avx2,
+                                                      mrt_qgemm_8x32__avx512vnni, mrt_qgemm_dw32__avx512,
                                                       mrt_qgemm_rq16__avx512};
 #elif defined(__aarch64__)
 MRT_QGEMM_TILE(mrt_qgemm_8x8__neon, , mrt_v4i, 4, 8, 2, MRT_MADD_GENERIC, 0)
