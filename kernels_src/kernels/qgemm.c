@@ -197,7 +197,7 @@ static inline mrt_v4i mrt_madd_generic(mrt_v4i acc, mrt_v4i x, mrt_v4i y) {
  * Requantisation, VL lanes at a time, the same operations in the same order as
  * mrt_q_requant (qcommon.h), which does the tail: the results are identical.
  */
-#define MRT_QRQ_VEC(VL, J)                                                                         \
+#define MRT_QRQ_VEC(VL, J, CLAMP_RINT)                                                                       \
   do {                                                                                          \
     vu a, b;                                                                                    \
     vf s;                                                                                       \
@@ -208,15 +208,15 @@ static inline mrt_v4i mrt_madd_generic(mrt_v4i acc, mrt_v4i x, mrt_v4i y) {
     } else {                                                                                    \
       b = b1, s = s1;                                                                           \
     }                                                                                           \
-    vf v = __builtin_convertvector((vi)(a + b), vf) * s;                                        \
-    v = __builtin_elementwise_min(__builtin_elementwise_max(v, flo), fhi);                      \
-    v = (v + magic) - magic;                                                                    \
-    const vb o = __builtin_convertvector(__builtin_convertvector(v, vi) + zp, vb);              \
+    const vf v = __builtin_convertvector((vi)(a + b), vf) * s;                                  \
+    const vb o = __builtin_convertvector(CLAMP_RINT(v) + zp, vb);                               \
     __builtin_memcpy(yr + (J), &o, VL);                                                         \
   } while (0)
+#define MRT_QRQ_GENERIC(v)                                                                        \
+  __builtin_convertvector((__builtin_elementwise_min(__builtin_elementwise_max((v), flo), fhi) + magic) - magic, vi)
 /* rows x n, rows lda / ldy apart; bias and scale per column (per_col) or per row.
  * A row's last partial vector is computed again over its last VL values. */
-#define MRT_QRQ(NAME, ATTR, VL)                                                                   \
+#define MRT_QRQ(NAME, ATTR, VL, CLAMP_RINT)                                                                 \
   ATTR static void NAME(size_t rows, size_t n, const int32_t *MRT_RESTRICT acc, size_t lda,      \
                         const int32_t *bias, const float *scale, int per_col, int32_t zp, int32_t lo, \
                         int32_t hi, uint8_t *MRT_RESTRICT y, size_t ldy) {                        \
@@ -225,6 +225,7 @@ static inline mrt_v4i mrt_madd_generic(mrt_v4i acc, mrt_v4i x, mrt_v4i y) {
     typedef float vf __attribute__((vector_size(4 * VL)));                                      \
     typedef uint8_t vb __attribute__((vector_size(VL)));                                        \
     const vf flo = (vf){0} + (float)(lo - zp), fhi = (vf){0} + (float)(hi - zp), magic = (vf){0} + 12582912.0f; \
+    (void)magic;                                                                                \
     for (size_t r = 0; r < rows; ++r) {                                                         \
       const int32_t *ar = acc + r * lda;                                                        \
       uint8_t *yr = y + r * ldy;                                                                \
@@ -237,8 +238,8 @@ static inline mrt_v4i mrt_madd_generic(mrt_v4i acc, mrt_v4i x, mrt_v4i y) {
         continue;                                                                               \
       }                                                                                         \
       size_t j = 0;                                                                             \
-      for (; j + VL <= n; j += VL) MRT_QRQ_VEC(VL, j);                                          \
-      if (j < n) MRT_QRQ_VEC(VL, n - VL);                                                       \
+      for (; j + VL <= n; j += VL) MRT_QRQ_VEC(VL, j, CLAMP_RINT);                              \
+      if (j < n) MRT_QRQ_VEC(VL, n - VL, CLAMP_RINT);                                           \
     }                                                                                           \
   }
 
@@ -250,9 +251,16 @@ MRT_QGEMM_TILE(mrt_qgemm_6x16__avxvnni, __attribute__((target("avx2,avxvnni"))),
                MRT_DOT_AVXVNNI, 1)
 MRT_QGEMM_TILE(mrt_qgemm_8x32__avx512vnni, __attribute__((target("avx512f,avx512bw,avx512vnni"))),
                mrt_v16i, 16, 8, 2, MRT_DOT_AVX512VNNI, 1)
-MRT_QRQ(mrt_qgemm_rq8__sse, , 8)
-MRT_QRQ(mrt_qgemm_rq8__avx2, __attribute__((target("avx2"))), 8)
-MRT_QRQ(mrt_qgemm_rq16__avx512, __attribute__((target("avx512f,avx512bw"))), 16)
+/* x86's max / min (the second operand on a tie) and rounding conversion (round to
+ * nearest even, the default mode) give mrt_q_requant's values with fewer steps */
+#define MRT_QRQ_X86_256(v)                                                                        \
+  ((vi)__builtin_ia32_cvtps2dq256(__builtin_ia32_minps256(__builtin_ia32_maxps256((v), flo), fhi)))
+#define MRT_QRQ_X86_512(v)                                                                        \
+  ((vi)__builtin_ia32_cvtps2dq512_mask(__builtin_ia32_minps512(__builtin_ia32_maxps512((v), flo, 4), fhi, 4), \
+                                       (vi){0}, (unsigned short)-1, 4))
+MRT_QRQ(mrt_qgemm_rq8__sse, , 8, MRT_QRQ_GENERIC)
+MRT_QRQ(mrt_qgemm_rq8__avx2, __attribute__((target("avx2"))), 8, MRT_QRQ_X86_256)
+MRT_QRQ(mrt_qgemm_rq16__avx512, __attribute__((target("avx512f,avx512bw"))), 16, MRT_QRQ_X86_512)
 MRT_QDW(mrt_qgemm_dw8__sse, , 8, mrt_v4i, mrt_v8h, MRT_QDW_ILO8, MRT_QDW_IHI8, MRT_MADD_SSE)
 MRT_QDW(mrt_qgemm_dw16__avx2, __attribute__((target("avx2"))), 16, mrt_v8i, mrt_v16h, MRT_QDW_ILO16, MRT_QDW_IHI16,
         MRT_MADD_AVX2)
@@ -334,7 +342,7 @@ static const mrt_qgemm_kernel mrt_qgemm_avx512vnni = {"avx512vnni", 8, 32, 96, M
                                                       mrt_qgemm_rq16__avx512};
 #elif defined(__aarch64__)
 MRT_QGEMM_TILE(mrt_qgemm_8x8__neon, , mrt_v4i, 4, 8, 2, MRT_MADD_GENERIC, 0)
-MRT_QRQ(mrt_qgemm_rq8, , 8)
+MRT_QRQ(mrt_qgemm_rq8, , 8, MRT_QRQ_GENERIC)
 MRT_QDW(mrt_qgemm_dw8, , 8, mrt_v4i, mrt_v8h, MRT_QDW_ILO8, MRT_QDW_IHI8, MRT_MADD_GENERIC)
 static const mrt_qgemm_kernel mrt_qgemm_default = {"neon", 8, 8, 96, MRT_QGEMM_I16, mrt_qgemm_8x8__neon, mrt_qgemm_dw8,
                                                    mrt_qgemm_rq8};
@@ -348,13 +356,13 @@ static const mrt_qgemm_kernel mrt_qgemm_dotprod = {"dotprod", 6, 16, 96, MRT_QGE
                                                    mrt_qgemm_dw8, mrt_qgemm_rq8};
 #elif defined(__ARM_NEON)
 MRT_QGEMM_TILE(mrt_qgemm_4x8__neon, , mrt_v4i, 4, 4, 2, MRT_MADD_GENERIC, 0)
-MRT_QRQ(mrt_qgemm_rq8, , 8)
+MRT_QRQ(mrt_qgemm_rq8, , 8, MRT_QRQ_GENERIC)
 MRT_QDW(mrt_qgemm_dw8, , 8, mrt_v4i, mrt_v8h, MRT_QDW_ILO8, MRT_QDW_IHI8, MRT_MADD_GENERIC)
 static const mrt_qgemm_kernel mrt_qgemm_default = {"neon", 4, 8, 64, MRT_QGEMM_I16, mrt_qgemm_4x8__neon, mrt_qgemm_dw8,
                                                    mrt_qgemm_rq8};
 #else
 MRT_QGEMM_TILE(mrt_qgemm_4x4, , mrt_v4i, 4, 4, 1, MRT_MADD_GENERIC, 0)
-MRT_QRQ(mrt_qgemm_rq8, , 8)
+MRT_QRQ(mrt_qgemm_rq8, , 8, MRT_QRQ_GENERIC)
 MRT_QDW(mrt_qgemm_dw8, , 8, mrt_v4i, mrt_v8h, MRT_QDW_ILO8, MRT_QDW_IHI8, MRT_MADD_GENERIC)
 static const mrt_qgemm_kernel mrt_qgemm_default = {"generic", 4, 4, 64, MRT_QGEMM_I16, mrt_qgemm_4x4, mrt_qgemm_dw8,
                                                    mrt_qgemm_rq8};
