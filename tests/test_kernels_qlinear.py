@@ -107,6 +107,30 @@ def test_qlinearconv_every_qgemm_family(isa, xt, wt, shape):
     _check(model, {"x": x})
 
 
+@pytest.mark.parametrize("isa", [None, "avx512vnni", "sse"], indirect=True)
+@pytest.mark.parametrize("case", ["same_upper_s2", "same_lower_s2", "pads_s2_dil2", "conv1d_s2", "dw1d"])
+def test_qlinearconv_auto_pad_and_1d(isa, case):
+    # asymmetric padding (the end pad one more than the begin pad, or the reverse),
+    # stride 2 with dilation 2, and 1-D convolutions (one output row)
+    shape, c, m, group, k, attrs = {
+        "same_upper_s2": ((1, 12, 14, 11), 12, 20, 1, 3, dict(auto_pad="SAME_UPPER", strides=[2, 2])),
+        "same_lower_s2": ((1, 8, 15, 16), 8, 8, 8, 3, dict(auto_pad="SAME_LOWER", strides=[2, 2])),
+        "pads_s2_dil2": ((1, 8, 15, 16), 8, 16, 1, 3, dict(pads=[2, 1, 1, 2], strides=[2, 2], dilations=[2, 2])),
+        "conv1d_s2": ((1, 10, 37), 10, 24, 1, 5, dict(strides=[2], pads=[2, 1])),
+        "dw1d": ((1, 16, 29), 16, 16, 16, 3, dict(strides=[1], pads=[1, 1])),
+    }[case]
+    x = _q(shape, np.uint8)
+    w = _q((m, c // group) + (k,) * (len(shape) - 2), np.int8)
+    consts = {"xs": _scale(), "xz": _q((), np.uint8), "w": w, "ws": _scale(m), "wz": np.zeros(m, np.int8),
+              "ys": np.array(0.3, np.float32), "yz": _q((), np.uint8), "b": RNG.integers(-2000, 2000, m).astype(np.int32)}
+    probe = _model("QLinearConv", {"x": x}, consts, None, TensorProto.UINT8, group=group,
+                   _order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], **attrs)
+    out = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    model = _model("QLinearConv", {"x": x}, consts, list(out.shape), TensorProto.UINT8, group=group,
+                   _order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], **attrs)
+    _check(model, {"x": x})
+
+
 def test_qlinearmatmul_per_column():
     a = _q((2, 5, 24), np.uint8)
     consts = {"as": _scale(), "az": _q((), np.uint8), "b": _q((24, 10), np.int8), "bs": _scale(10),
