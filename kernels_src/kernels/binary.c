@@ -52,7 +52,8 @@
 /* No restrict on purpose: the variadic ops accumulate in place (a == y), and
  * the compiler still vectorises behind a runtime overlap check. One plain flat
  * loop per case: both vary, b is a scalar, a is a scalar. */
-static void bin_row(size_t n, const float *a, size_t sa, const float *b, size_t sb, float *y) {
+__attribute__((noinline)) static void bin_row(size_t n, const float *a, size_t sa, const float *b, size_t sb,
+                                              float *y) {
   if (sa && sb) {
     for (size_t i = 0; i < n; i++) y[i] = BIN(a[i], b[i]);
   } else if (sa) {
