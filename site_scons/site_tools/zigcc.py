@@ -6,9 +6,12 @@ SCons' Object builder and C #include scanner, so header edits rebuild exactly
 the objects that include them.
 
 When SCons decides an object must be (re)built, the compile action first looks it
-up in the action cache (minibuild/cache.py): the key is the hash of the compiler's
-version, the command line with this build's own folders written as placeholders, and
-the preprocessed source (every header the object reads, as the compiler sees it).
+up in the action cache (minibuild/cache.py) under two keys, each the hash of the
+compiler's version and the command line with this build's own folders written as
+placeholders, and then: the bytes of the source and of every header SCons' #include
+scan found for it (no preprocessor run: a warm build's fast path), or the preprocessed
+source (every header the object reads, as the compiler sees it: exact, so a header
+edit that changes nothing the object sees still hits).
 A hit copies the verified object from the cache; a miss compiles and stores it. So a
 second checkout, a second output folder, or a second workspace target that needs the
 same object gets it without compiling. `cache_dir` None (MINIBUILD_NO_CACHE=1) turns
@@ -35,6 +38,39 @@ def _placeholders(args, roots):
     return out
 
 
+def _scanned_key(pre, target, source, env):
+    """The compile's key from SCons' own #include scan, without running the
+    preprocessor: the command (placeholders), the source's bytes and every header
+    SCons found for it (recursively, in CPPPATH and beside the source; the scan ignores
+    #if, so it over-includes, never under-includes), each by placeholder path and
+    bytes. System headers (<stdint.h>, <arm_neon.h>) are zig's own, so the zig version
+    covers them. None when the command adds a system include folder that is not zig's
+    (the JDK's jni.h): then the key hashes the preprocessed source instead."""
+    import hashlib
+    from minibuild.cache import action_key
+    roots = env.get("MRT_ROOTS", ())
+    zig_dirs = [root for name, root in roots if name == "<zig>"]
+    scanned = {str(env.Dir(d).abspath) for d in env.get("CPPPATH", [])}   # SCons scans these
+    for i, a in enumerate(pre):
+        if a.startswith("-I") and len(a) > 2 and os.path.abspath(a[2:]) in scanned:
+            continue
+        if a in ("-isystem", "-I", "-include", "-idirafter", "-iquote") and i + 1 < len(pre):
+            if not any(pre[i + 1].startswith(z) for z in zig_dirs):
+                return None
+        elif a.startswith(("-I", "-include", "--include", "-idirafter", "-iquote", "-isystem")) and \
+                a not in ("-I", "-include", "-isystem", "-idirafter", "-iquote"):
+            return None   # a joined form (-I/dir) the plan never writes: play safe
+    deps = {}
+    for node in list(source) + list(target[0].implicit or []):
+        path = str(node.abspath)
+        if path.endswith(".o"):
+            continue
+        with open(path, "rb") as f:
+            deps[_placeholders([path], roots)[0]] = hashlib.sha256(f.read()).hexdigest()
+    return action_key("compile-scanned", env["ZIG_VERSION"], *_placeholders(pre, roots), "--files--",
+                      *("%s=%s" % kv for kv in sorted(deps.items())))
+
+
 def compile_object(target, source, env):
     """The compile action. Module-level, not a closure: SCons signs a function action
     by its code and closure, and the cache's location must not change what is built."""
@@ -45,32 +81,49 @@ def compile_object(target, source, env):
     record = env.get("MRT_RECORD") or (lambda *a: None)
     cache = _cache(env.get("MRT_CACHE_DIR"))
     t0 = time.time()
-    key = None
+    keys = []
     if cache is not None:
         from minibuild.cache import action_key
         pre = [a for i, a in enumerate(argv) if a not in ("-c", "-o") and not (i and argv[i - 1] == "-o")]
-        proc = subprocess.run(pre + ["-E", "-P", "-o", "-"], capture_output=True, env=env["ENV"])
-        if proc.returncode == 0:
-            key = action_key("compile", env["ZIG_VERSION"], *_placeholders(pre, env.get("MRT_ROOTS", ())), proc.stdout)
-            hit, where = _lookup(cache, key, ["object"])
-            if hit is not None:
-                with open(part, "wb") as f:
-                    f.write(hit["object"])
-                os.replace(part, out)
-                record("compile", out, t0, 0, where)
-                return 0
+        # Two keys: the scanned one (no preprocessor run: the fast path of a warm
+        # build), then the preprocessed one (exact: a header edit that changes nothing
+        # this object sees, such as config.h for a kernel, still hits). A hit on the
+        # second is stored under the first too.
+        fast = _scanned_key(pre, target, source, env)
+        hit = None
+        if fast is not None:
+            keys.append(fast)
+            hit, where = _lookup(cache, fast, ["object"])
+        if hit is None:
+            proc = subprocess.run(pre + ["-E", "-P", "-o", "-"], capture_output=True, env=env["ENV"])
+            if proc.returncode == 0:
+                exact = action_key("compile", env["ZIG_VERSION"], *_placeholders(pre, env.get("MRT_ROOTS", ())),
+                                   proc.stdout)
+                keys.append(exact)
+                hit, where = _lookup(cache, exact, ["object"])
+                if hit is not None and fast is not None:
+                    cache.put(fast, hit)
+                    if _remote() is not None:
+                        _remote().put(fast, hit)
+        if hit is not None:
+            with open(part, "wb") as f:
+                f.write(hit["object"])
+            os.replace(part, out)
+            record("compile", out, t0, 0, where)
+            return 0
     rc = subprocess.call(argv, env=env["ENV"])
     if rc == 0:
         os.replace(part, out)
-        if key is not None:
+        if keys:
             with open(out, "rb") as f:
                 outputs = {"object": f.read()}
-            cache.put(key, outputs)
-            if _remote() is not None:
-                _remote().put(key, outputs)
+            for key in keys:
+                cache.put(key, outputs)
+                if _remote() is not None:
+                    _remote().put(key, outputs)
     elif os.path.exists(part):
         os.remove(part)
-    record("compile", out, t0, rc, "miss" if key is not None else "off")
+    record("compile", out, t0, rc, "miss" if keys else "off")
     return rc
 
 
