@@ -175,7 +175,8 @@ def test_qlinearmatmul_and_qgemm_every_qgemm_family(isa, t, k):
 @pytest.mark.parametrize("isa", [None, "avx2"], indirect=True)
 def test_qlinear_kernels_on_threads(isa):
     """qgemm split across a session's threads (along the output columns of a
-    convolution, the rows of a MatMul with constant b) and depthwise channels split:
+    convolution, the rows of a MatMul with constant b; MatMulInteger, ConvInteger
+    too) and depthwise channels split:
     the same bytes as onnxruntime's, from every task's disjoint ranges."""
     from minibuild.testing import convert_model
     cases = []
@@ -193,6 +194,14 @@ def test_qlinear_kernels_on_threads(isa):
               "bz": np.zeros(70, np.int8), "ys": np.array(0.5, np.float32), "yz": _q((), np.uint8)}
     cases.append((_model("QLinearMatMul", {"a": a}, consts, [3, 37, 70], TensorProto.UINT8,
                          _order=["a", "as", "az", "b", "bs", "bz", "ys", "yz"]), {"a": a}))
+    a = _q((64, 300), np.uint8)
+    cases.append((_model("MatMulInteger", {"a": a}, {"b": _q((300, 96), np.int8), "az": _q((), np.uint8),
+                                                     "bz": np.zeros(96, np.int8)}, [64, 96], TensorProto.INT32,
+                         _order=["a", "b", "az", "bz"]), {"a": a}))
+    x = _q((1, 16, 20, 20), np.uint8)
+    cases.append((_model("ConvInteger", {"x": x}, {"w": _q((32, 16, 3, 3), np.uint8), "xz": _q((), np.uint8),
+                                                   "wz": _q((), np.uint8)}, [1, 32, 20, 20], TensorProto.INT32,
+                         pads=[1, 1, 1, 1], _order=["x", "w", "xz", "wz"]), {"x": x}))
     for model, feeds in cases:
         ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
         run_with_minirt(model, feeds)  # builds the library and puts minirt on the path

@@ -170,7 +170,7 @@ void MRT_KERNEL(mrt_convinteger_run)(const mrt_node *node, void *scratch) {
                          w->dtype == MRT_DTYPE_INT8, zw ? zeros + 1 + g * p->mg : NULL, zw ? p->mg : 0};
       if (p->packed_w) a.packed = (const char *)p->packed_w + g * p->packed_w_stride;
       const mrt_qgemm_src b = {NULL, p->direct ? xg : col, ohw, 1, x->dtype == MRT_DTYPE_INT8, zeros, 1};
-      mrt_qgemm(p->kern, p->mg, ohw, p->kdim, &a, &b, 0, y + (n * p->m + g * p->mg) * ohw, ohw, gs);
+      mrt_qgemm_mt(node->pool, p->kern, p->mg, ohw, p->kdim, &a, &b, 0, NULL, y + (n * p->m + g * p->mg) * ohw, ohw, gs);
     }
 }
 

@@ -146,7 +146,7 @@ void MRT_KERNEL(mrt_matmulinteger_run)(const mrt_node *node, void *scratch) {
       bs.packed = (const char *)p->packed_b + p->b_idx[t] * p->packed_b_stride;
     else
       bs.data = (const uint8_t *)b->data + p->b_idx[t] * p->k * p->n;
-    mrt_qgemm(p->kern, p->m, p->n, p->k, &as, &bs, 0, y + t * p->m * p->n, p->n, gs);
+    mrt_qgemm_mt(node->pool, p->kern, p->m, p->n, p->k, &as, &bs, 0, NULL, y + t * p->m * p->n, p->n, gs);
   }
 }
 

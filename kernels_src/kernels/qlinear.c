@@ -119,12 +119,11 @@ static void qmm_run(const qmm_params *p, mrt_pool *pool, const aq_t *a, const bq
       continue;
     }
 #endif
-    (void)pool;
     /* The bias first, and the products accumulated onto it, in int32 as onnxruntime. */
     if (p->bias)
       for (size_t i = 0; i < rows; i++)
         memcpy(acc + i * n, p->bias + (p->bias_rows == 1 ? 0 : i * n), n * sizeof *acc);
-    mrt_qgemm(p->kern, rows, n, p->k, &as, &bs, p->bias != NULL, acc, n, gs);
+    mrt_qgemm_mt(pool, p->kern, rows, n, p->k, &as, &bs, p->bias != NULL, NULL, acc, n, gs);
     yq_t *yt = y + t * rows * n;
     for (size_t i = 0; i < rows; i++) {
       const int32_t *ar = acc + i * n;
