@@ -7,6 +7,10 @@ manifest's provenance and the size report.
     minibuild query deps MODEL --models DIR [--out OUT] the kernels MODEL needs, with their bytes
                                                         when OUT holds a build's size report
     minibuild query kernels --out OUT [--platform P]    the objects a build compiled, with bytes
+    minibuild query rdeps NAME --models DIR             reverse dependencies: the kernels a support
+                                                        unit (gemm, obj/support/gemm.o) feeds and the
+                                                        models behind them, or the models and nodes
+                                                        a kernel (Conv, kernels/Conv__float32.o) serves
 
 Each takes --output text (default), json, or dot (graphviz: `| dot -Tsvg > why.svg`).
 """
@@ -112,6 +116,73 @@ def kernels(report: dict, platform: str | None = None) -> list[dict]:
     return out
 
 
+def _object_name(name: str) -> str:
+    """'obj/support/gemm.o', 'support/gemm.o', 'kernels/Conv__float32.o' -> the part after
+    the folder, without '.o' ('gemm', 'Conv__float32')."""
+    n = name.rsplit("/", 1)[-1]
+    return n[:-2] if n.endswith(".o") else n
+
+
+def rdeps(scan, name: str) -> dict:
+    """Who depends on `name`: a support unit (its name or object path) -> every kernel
+    object of these models that requires it, with the models and nodes each serves; a
+    kernel (op, domain.op or its object path) -> the models and nodes it serves."""
+    from . import domains
+    reg = scan.registry
+    kernels = {}   # object stem -> {"op", "label", "requires", "uses": [(model, node)]}
+    for n in scan.needs:
+        e = reg.get(n.domain, n.op)
+        k = e.kernels.get(n.signature) if e is not None else None
+        if k is None:
+            continue
+        stem = f"{domains.qualified(n.domain, n.op)}__{k.suffix}"
+        row = kernels.setdefault(stem, {"object": f"obj/kernels/{stem}.o", "op": f"{n.domain}.{n.op}",
+                                        "label": k.label, "requires": list(e.requires), "uses": []})
+        row["uses"].append({"model": n.model, "node": n.node})
+    stem = _object_name(name)
+    is_support_path = "support/" in name
+    if stem in reg.support and (is_support_path or not any(_op_matches(name, *r["op"].rsplit(".", 1))
+                                                            for r in kernels.values())):
+        fed = [dict(r, models=sorted({u["model"] for u in r["uses"]})) for s, r in sorted(kernels.items())
+               if stem in r["requires"]]
+        return {"kind": "support", "name": stem, "object": f"obj/support/{stem}.o", "kernels": fed,
+                "models": sorted({m for r in fed for m in r["models"]})}
+    served = [r for s, r in sorted(kernels.items())
+              if s == stem or _op_matches(name, *r["op"].rsplit(".", 1))]
+    if not served:
+        raise MinibuildError(f"nothing of these models depends on {name!r}: it is no support unit they use "
+                             f"({', '.join(sorted({s for r in kernels.values() for s in r['requires']})) or 'none'}) "
+                             f"and no kernel they use ({', '.join(sorted(kernels))})")
+    return {"kind": "kernel", "name": name, "kernels": [dict(r, models=sorted({u["model"] for u in r["uses"]}))
+                                                          for r in served],
+            "models": sorted({u["model"] for r in served for u in r["uses"]})}
+
+
+def rdeps_text(res: dict) -> str:
+    if res["kind"] == "support":
+        lines = [f"support unit {res['name']} ({res['object']}) feeds {len(res['kernels'])} kernel object(s) "
+                 f"of {len(res['models'])} model(s)"]
+    else:
+        lines = [f"{res['name']}: {len(res['kernels'])} kernel object(s) serving {len(res['models'])} model(s)"]
+    for k in res["kernels"]:
+        lines.append(f"  {k['object']}  {k['op']} {k['label']}")
+        for m in k["models"]:
+            nodes = [u["node"] for u in k["uses"] if u["model"] == m]
+            lines.append(f"    model {m}: {len(nodes)} node(s) ({', '.join(nodes[:5])}{', ...' if len(nodes) > 5 else ''})")
+    return "\n".join(lines) + "\n"
+
+
+def rdeps_dot(res: dict) -> str:
+    lines = ["digraph rdeps {", "  rankdir=LR;", "  node [shape=box, fontname=Helvetica];"]
+    for k in res["kernels"]:
+        if res["kind"] == "support":
+            lines.append(f"  {_dot_quote(res['object'])} -> {_dot_quote(k['object'])};")
+        for m in k["models"]:
+            lines.append(f"  {_dot_quote(k['object'])} -> {_dot_quote('model ' + m)};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
 # --- output -------------------------------------------------------------------------
 
 def _dot_quote(s: str) -> str:
@@ -203,6 +274,10 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("--out", type=Path, default=Path("minibuild-out"), help="the build's output folder")
     k.add_argument("--platform", help="only this platform's artifacts")
     common(k, models=False)
+    r = sub.add_parser("rdeps", help="what depends on a support unit or kernel: kernels, models, nodes")
+    r.add_argument("name", help="a support unit (gemm, obj/support/gemm.o) or a kernel (Conv, ai.onnx.Conv, "
+                   "obj/kernels/Conv__float32.o)")
+    common(r)
     return p
 
 
@@ -228,6 +303,10 @@ def main(argv) -> int:
             rows = deps(_scan(args), args.model, _report(args.out))
             text = {"text": lambda r: deps_text(args.model, r), "dot": lambda r: deps_dot(args.model, r),
                     "json": lambda r: json.dumps(r, indent=1) + "\n"}[args.output](rows)
+        elif args.cmd == "rdeps":
+            res = rdeps(_scan(args), args.name)
+            text = {"text": rdeps_text, "dot": rdeps_dot,
+                    "json": lambda r: json.dumps(r, indent=1) + "\n"}[args.output](res)
         else:
             rows = kernels(_report(args.out), args.platform)
             text = {"text": kernels_text, "dot": kernels_dot,

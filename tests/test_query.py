@@ -98,3 +98,35 @@ def test_deps_and_kernels_read_the_build(models_dir, capsys, tmp_path):
     assert sum(int(line.split()[1]) for line in text.splitlines()) == sum(c["bytes"] for c in artifact["components"])
     assert cli.main(["query", "deps", "nope", "--models", str(models_dir)]) == 1
     assert "models: net" in capsys.readouterr().err
+
+
+def test_rdeps_of_a_support_unit_and_of_a_kernel(models_dir, capsys, tmp_path):
+    rc, text = _run(capsys, "rdeps", "gemm", "--models", models_dir)
+    assert rc == 0
+    assert text.startswith("support unit gemm (obj/support/gemm.o) feeds 1 kernel object(s) of 1 model(s)")
+    assert "obj/kernels/ai.minibuild.FusedConv__float32.o  ai.minibuild.FusedConv float32" in text
+    assert "model net: 1 node(s) (conv)" in text
+    # A second model that needs no GEMM is not among its dependants; it is among GlobalAveragePool's.
+    two = tmp_path / "two"
+    shutil.copytree(models_dir, two)
+    g = helper.make_graph([helper.make_node("GlobalAveragePool", ["x"], ["y"], name="pool")], "gap",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 1, 1])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), two / "pool_only.onnx")
+    rc, out = _run(capsys, "rdeps", "obj/support/gemm.o", "--models", two, "--output", "json")
+    res = json.loads(out)
+    assert rc == 0 and res["kind"] == "support" and res["models"] == ["net"]
+    rc, out = _run(capsys, "rdeps", "GlobalAveragePool", "--models", two, "--output", "json")
+    res = json.loads(out)
+    assert rc == 0 and res["kind"] == "kernel" and res["models"] == ["net", "pool_only"]
+    assert [k["object"] for k in res["kernels"]] == ["obj/kernels/GlobalAveragePool__float32.o"]
+    assert {(u["model"], u["node"]) for u in res["kernels"][0]["uses"]} == {("net", "gap"), ("pool_only", "pool")}
+    rc, out = _run(capsys, "rdeps", "obj/kernels/GlobalAveragePool__float32.o", "--models", two, "--output", "dot")
+    assert rc == 0 and '"obj/kernels/GlobalAveragePool__float32.o" -> "model pool_only";' in out
+
+
+def test_rdeps_of_something_nothing_uses_names_what_is_used(models_dir, capsys):
+    rc = cli.main(["query", "rdeps", "Softmax", "--models", str(models_dir)])
+    err = capsys.readouterr().err
+    assert rc == 1 and "nothing of these models depends on 'Softmax'" in " ".join(err.split())
+    assert "GlobalAveragePool__float32" in err.replace("\n", "")
