@@ -261,9 +261,10 @@ ENGINE_FORM = {"minirt": "mrt", "onnxruntime": "onnx", "executorch": "pte", "lit
 
 # --- the engine worker ---------------------------------------------------------------
 
-def _vmhwm_mb() -> float:
+def _status_mb(field: str) -> float:
+    """VmHWM (peak resident) or VmRSS (resident now) of this process, in MB."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -327,7 +328,7 @@ def worker(args) -> int:
     out = np.asarray(fn())
     first_ms = (time.perf_counter() - t0) * 1e3
     np.save(args.save, out)
-    reply = {"vmhwm_mb": _vmhwm_mb(), "load_and_first_run_ms": first_ms, "shape": list(out.shape),
+    reply = {"vmhwm_mb": _status_mb("VmHWM"), "vmrss_mb": _status_mb("VmRSS"), "load_and_first_run_ms": first_ms, "shape": list(out.shape),
              "finite": bool(np.all(np.isfinite(out)))}
     print(json.dumps(reply), flush=True)
     for line in sys.stdin:
@@ -484,7 +485,8 @@ def run_model(model: str, threads: int, files: dict, args, scratch: Path) -> dic
         e.close()
         row = {"ms": statistics.median(per_block[name]), "block_medians_ms": per_block[name],
                "best_block_ms": min(per_block[name]),
-               "peak_rss_mb": e.hello["vmhwm_mb"], "output_finite": e.hello["finite"]}
+               "peak_rss_mb": e.hello["vmhwm_mb"], "rss_after_first_run_mb": e.hello["vmrss_mb"],
+               "output_finite": e.hello["finite"]}
         if ref is not None and name in ("minirt", "executorch"):
             row["vs_onnxruntime"] = compare(np.load(scratch / f"{model}-{name}-{threads}.npy"), ref)
         if name == "litert":
