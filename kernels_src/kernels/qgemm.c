@@ -533,6 +533,8 @@ static void mrt_qgemm_pack16(size_t nx, size_t nk, size_t w, const mrt_qgemm_src
  * amx: A's rows as 64-byte runs of k, the panel's w rows per 64 k in turn (AMX
  * tile rows); B's layout is the same for both.
  */
+typedef uint8_t mrt_v16b __attribute__((vector_size(16)));
+
 static inline size_t mrt_q8_at(int amx, size_t w, size_t r, size_t kk) {
   return amx ? (kk >> 6) * w * 64 + r * 64 + (kk & 63) : (kk >> 2) * 4 * w + r * 4 + (kk & 3);
 }
@@ -560,12 +562,45 @@ static void mrt_qgemm_pack8(size_t nx, size_t nk, size_t kq, size_t w, const mrt
       const size_t base = x * xs;
       const uint8_t fx = flip ? 0x80 : 0;
       int32_t sum = 0;
-      for (size_t kk = 0; kk < nk; ++kk) {
-        const uint8_t v = (uint8_t)(u[base + kk * ks] ^ fx);
-        panel[mrt_q8_at(amx, w, r, kk)] = v;
-        sum += to_s8 ? (int32_t)(int8_t)v : (int32_t)v;
+      if (ks == 1) { /* a row contiguous along k (A row-major, B transposed) */
+        const uint8_t *row = u + base;
+        if (to_s8) {
+          for (size_t kk = 0; kk < nk; ++kk) sum += (int8_t)(row[kk] ^ fx);
+        } else {
+          for (size_t kk = 0; kk < nk; ++kk) sum += (uint8_t)(row[kk] ^ fx);
+        }
+        if (amx) { /* 64-byte runs */
+          for (size_t kb = 0; kb * 64 < kq * 4; ++kb) {
+            mrt_v16b run[4];
+            const size_t k0 = kb * 64, len = k0 >= nk ? 0 : nk - k0 < 64 ? nk - k0 : 64;
+            if (len == 64) {
+              memcpy(run, row + k0, 64);
+              for (int t = 0; t < 4; ++t) run[t] ^= (mrt_v16b){0} + fx;
+            } else {
+              uint8_t *rb = (uint8_t *)run;
+              for (size_t t = 0; t < 64; ++t) rb[t] = t < len ? (uint8_t)(row[k0 + t] ^ fx) : 0;
+            }
+            memcpy(panel + kb * w * 64 + r * 64, run, 64);
+          }
+        } else { /* 4-byte quads, w * 4 bytes apart */
+          uint8_t *o = panel + 4 * r;
+          size_t kk = 0;
+          for (; kk + 4 <= nk; kk += 4) {
+            uint32_t qd;
+            memcpy(&qd, row + kk, 4);
+            qd ^= fx * 0x01010101u;
+            memcpy(o + kk * w, &qd, 4);
+          }
+          for (; kk < kq * 4; ++kk) o[(kk >> 2) * 4 * w + (kk & 3)] = kk < nk ? (uint8_t)(row[kk] ^ fx) : 0;
+        }
+      } else {
+        for (size_t kk = 0; kk < nk; ++kk) {
+          const uint8_t v = (uint8_t)(u[base + kk * ks] ^ fx);
+          panel[mrt_q8_at(amx, w, r, kk)] = v;
+          sum += to_s8 ? (int32_t)(int8_t)v : (int32_t)v;
+        }
+        for (size_t kk = nk; kk < kq * 4; ++kk) panel[mrt_q8_at(amx, w, r, kk)] = 0;
       }
-      for (size_t kk = nk; kk < kq * 4; ++kk) panel[mrt_q8_at(amx, w, r, kk)] = 0;
       /* (uint32_t): K * za - rowsum may wrap; the wraps cancel in the tile */
       t0[r] = as_a ? z : sum;
       t1[r] = as_a ? (int32_t)((uint32_t)nk * (uint32_t)z - (uint32_t)sum) : z;
@@ -594,7 +629,6 @@ void mrt_qgemm_pack_a(const mrt_qgemm_kernel *kern, size_t m, size_t k, const mr
   mrt_qgemm_pack_a_rows(kern, 0, m, k, src, dst);
 }
 
-typedef uint8_t mrt_v16b __attribute__((vector_size(16)));
 typedef int8_t mrt_v16sb __attribute__((vector_size(16)));
 typedef uint16_t mrt_v8uh __attribute__((vector_size(16)));
 typedef int16_t mrt_v16sh __attribute__((vector_size(32)));
