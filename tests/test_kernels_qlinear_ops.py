@@ -2,7 +2,8 @@
 a time, uint8 and int8. Both requantise as onnxruntime does (QLinearConcat: a table
 of dequantise-then-quantise per piece, a plain copy where a piece has the output's
 parameters; QLinearAveragePool: float sums of the dequantised taps in row-major
-order, divided by the count, quantised with round half to even), so outputs must
+order -- the interior outputs of a row summed side by side, the border ones alone --
+divided by the count, quantised with round half to even), so outputs must
 agree exactly: a difference of one step fails, naming its place."""
 
 from __future__ import annotations
@@ -110,6 +111,8 @@ POOLS = [
     ((1, 5, 13), dict(kernel_shape=[4], strides=[3], pads=[2, 1])),
     ((2, 3, 12), dict(kernel_shape=[3], strides=[2], ceil_mode=1, count_include_pad=1, pads=[1, 1])),
     ((1, 2, 5, 6, 7), dict(kernel_shape=[2, 3, 2], strides=[2, 1, 2], pads=[1, 1, 0, 0, 1, 1])),
+    ((1, 2, 6, 40), dict(kernel_shape=[2, 5], strides=[1, 3], pads=[1, 2, 0, 2])),  # wide rows: interior + borders
+    ((1, 2, 5, 37), dict(kernel_shape=[3, 4], strides=[2, 1], pads=[1, 3, 1, 3], count_include_pad=1, ceil_mode=1)),
     ((1, 4, 7, 7), dict(kernel_shape=[7, 7])),                 # onnxruntime's global-average path
     ((1, 4, 9, 9), dict(kernel_shape=[3, 3], auto_pad="SAME_UPPER", strides=[2, 2])),
     ((1, 4, 9, 9), dict(kernel_shape=[2, 2], auto_pad="SAME_LOWER", strides=[2, 2], count_include_pad=1)),

@@ -12,6 +12,11 @@
  *
  * A kernel that covers the whole unpadded input is onnxruntime's global average
  * pool instead: the int32 sum - zx * size, times sx / (sy * size), rounded.
+ *
+ * NCHW planes are dequantised once into scratch, and a row's interior outputs
+ * (window wholly inside the row) are summed side by side, one tap at a time
+ * across the row: each sum still adds its taps in the same order, but the sums
+ * are independent, so they vectorise instead of waiting on one add chain each.
  */
 #include "qcommon.h"
 
@@ -27,6 +32,9 @@ typedef struct qap_params {
   int64_t in[3], out[3];   /* spatial sizes, leading 1s for fewer than 3 dims */
   qap_tap *tap[3];
   int channels_last, global, include_pad;
+  int64_t kw, sw, pw;      /* width: kernel, stride, leading pad */
+  size_t ow0, ow1;         /* outputs [ow0, ow1) have their whole window inside the row */
+  size_t buf_floats;       /* scratch (NCHW): one dequantised plane, then a row of sums */
   int32_t zy, lo, hi, bias;
   float sy, kernel_count, gscale;
   float deq[256];          /* dequantised value of each byte */
@@ -107,6 +115,7 @@ mrt_status MRT_KERNEL(mrt_qlinearaveragepool_prepare)(mrt_node *node, mrt_ctx *c
     global &= kk == in && pb == 0 && pe == 0;
     kcount *= (double)kk;
     p->in[a] = in, p->out[a] = o;
+    if (a == 2) p->kw = kk, p->sw = s, p->pw = pb;
     qap_tap *t = mrt_ctx_alloc(ctx, (size_t)(o ? o : 1) * sizeof *t);
     if (!t) return MRT_STATUS_OUT_OF_MEMORY;
     for (int64_t i = 0; i < o; i++) {
@@ -130,6 +139,18 @@ mrt_status MRT_KERNEL(mrt_qlinearaveragepool_prepare)(mrt_node *node, mrt_ctx *c
   p->lo = mrt_q_min(MRT_T0_DTYPE), p->hi = mrt_q_max(MRT_T0_DTYPE);
   for (int32_t q = p->lo; q <= p->hi; q++) p->deq[(uint8_t)(q_t)q] = sx[0] * (float)(q - zx);
   p->global = global;
+  /* Interior outputs along W, whose window lies wholly inside the row: their sums
+   * run across outputs, tap by tap (the same order of additions for each). */
+  p->ow0 = p->ow1 = 0;
+  for (int64_t i = 0; i < p->out[2]; i++)
+    if (p->tap[2][i].n == p->kw && i * p->sw >= p->pw) {
+      if (p->ow1 == p->ow0) p->ow0 = (size_t)i;
+      p->ow1 = (size_t)i + 1;
+    }
+  if (!cl && !global) {
+    p->buf_floats = (size_t)(p->in[0] * p->in[1] * p->in[2]) + (size_t)p->out[2];
+    mrt_ctx_request_scratch(ctx, p->buf_floats * sizeof(float));
+  }
   if (global) {
     const int32_t size = (int32_t)kcount;
     p->bias = -zx * size;
@@ -145,8 +166,59 @@ static inline q_t qap_quantize(const qap_params *p, float v) {
   return (q_t)(int32_t)mrt_q_rint(v);
 }
 
+/* One NCHW plane: dequantised into buf, then each output row's sums in acc, the
+ * interior outputs side by side (one tap at a time across the row: independent
+ * sums that vectorise), the border ones alone; every sum adds its taps in the
+ * row-major order onnxruntime does. */
+static void qap_plane(const qap_params *p, const q_t *x, q_t *y, float *buf) {
+  const size_t w = (size_t)p->in[2], hw = (size_t)p->in[1] * w, isz = (size_t)p->in[0] * hw;
+  const size_t ow_n = (size_t)p->out[2], sw = (size_t)p->sw, kw = (size_t)p->kw;
+  float *acc = buf + isz;
+  for (size_t i = 0; i < isz; i++) buf[i] = p->deq[(uint8_t)x[i]];
+  for (int64_t od = 0; od < p->out[0]; od++) {
+    const qap_tap td = p->tap[0][od];
+    for (int64_t oh = 0; oh < p->out[1]; oh++) {
+      const qap_tap th = p->tap[1][oh];
+      const float *base = buf + (size_t)td.pos * hw + (size_t)th.pos * w;
+      for (size_t o = 0; o < ow_n; o++) acc[o] = 0.0f;
+      if (p->ow1 > p->ow0) {
+        const size_t n = p->ow1 - p->ow0;
+        const float *start = base + p->ow0 * sw - (size_t)p->pw;
+        float *a = acc + p->ow0;
+        for (int32_t i = 0; i < td.n; i++)
+          for (int32_t j = 0; j < th.n; j++) {
+            const float *r = start + (size_t)i * hw + (size_t)j * w;
+            for (size_t l = 0; l < kw; l++)
+              if (sw == 1)
+                for (size_t o = 0; o < n; o++) a[o] += r[o + l];
+              else
+                for (size_t o = 0; o < n; o++) a[o] += r[o * sw + l];
+          }
+      }
+      for (size_t o = 0; o < ow_n; o++) {
+        if (o == p->ow0 && p->ow1 > p->ow0) {
+          o = p->ow1 - 1;
+          continue;
+        }
+        const qap_tap tw = p->tap[2][o];
+        float sum = 0.0f;
+        for (int32_t i = 0; i < td.n; i++)
+          for (int32_t j = 0; j < th.n; j++) {
+            const float *r = base + (size_t)i * hw + (size_t)j * w + (size_t)tw.pos;
+            for (int32_t l = 0; l < tw.n; l++) sum += r[l];
+          }
+        acc[o] = sum;
+      }
+      const float in_taps = (float)(td.n * th.n);
+      for (size_t o = 0; o < ow_n; o++) {
+        const float cnt = p->include_pad ? p->kernel_count : in_taps * (float)p->tap[2][o].n;
+        *y++ = qap_quantize(p, acc[o] / cnt);
+      }
+    }
+  }
+}
+
 void MRT_KERNEL(mrt_qlinearaveragepool_run)(const mrt_node *node, void *scratch) {
-  MRT_UNUSED(scratch);
   const qap_params *p = node->params;
   const q_t *x = node->inputs[0]->data;
   q_t *y = node->outputs[0]->data;
@@ -163,6 +235,10 @@ void MRT_KERNEL(mrt_qlinearaveragepool_run)(const mrt_node *node, void *scratch)
         int32_t acc = p->bias;
         for (size_t i = 0; i < isz; i++) acc += xc[i * xs];
         yc[0] = (q_t)mrt_q_requant(acc, p->gscale, p->zy, p->lo, p->hi);
+        continue;
+      }
+      if (!p->channels_last) {
+        qap_plane(p, xc, yc, scratch);
         continue;
       }
       size_t at = 0;
