@@ -148,7 +148,11 @@ mrt_status MRT_KERNEL(mrt_qlinearaveragepool_prepare)(mrt_node *node, mrt_ctx *c
       p->ow1 = (size_t)i + 1;
     }
   if (!cl && !global) {
-    p->buf_floats = (size_t)(p->in[0] * p->in[1] * p->in[2]) + (size_t)p->out[2];
+    const uint64_t floats = (uint64_t)(p->in[0] * p->in[1] * p->in[2]) + (uint64_t)p->out[2];
+    if (floats > (uint64_t)(SIZE_MAX / sizeof(float)) || floats > (uint64_t)1 << 40)
+      return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "a plane of %llu values is too large",
+                           (unsigned long long)floats);
+    p->buf_floats = (size_t)floats;
     mrt_ctx_request_scratch(ctx, p->buf_floats * sizeof(float));
   }
   if (global) {
