@@ -66,6 +66,7 @@ struct mrt_qgemm_kernel {
   mrt_qgemm_tile_fn tile;
   mrt_qgemm_dw_fn dw;
   mrt_qgemm_rq_fn rq;
+  void (*begin)(void); /* before a thread's tiles, or NULL */
 };
 
 /* pair dot products: lane i of the result = x[2i]*y[2i] + x[2i+1]*y[2i+1] */
@@ -282,10 +283,8 @@ typedef struct __attribute__((packed)) mrt_amx_cfg {
 __attribute__((target("amx-tile,amx-int8,avx512f"))) static void
 mrt_qgemm_32x32__amx(size_t kq, const void *MRT_RESTRICT av_, const void *MRT_RESTRICT bv_, int32_t *MRT_RESTRICT c,
                      size_t ldc, int accumulate) {
-  static const mrt_amx_cfg cfg = {1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64}, {16, 16, 16, 16, 16, 16, 16, 16}};
   const uint8_t *a = av_, *b = bv_;
   int32_t t[32 * 32];
-  __builtin_ia32_tile_loadconfig(&cfg);
   __builtin_ia32_tilezero(0);
   __builtin_ia32_tilezero(1);
   __builtin_ia32_tilezero(2);
@@ -329,8 +328,13 @@ mrt_qgemm_32x32__amx(size_t kq, const void *MRT_RESTRICT av_, const void *MRT_RE
     }
   }
 }
+/* The tile registers' shapes, loaded by each thread before its tiles run. */
+__attribute__((target("amx-tile"))) static void mrt_qgemm_begin__amx(void) {
+  static const mrt_amx_cfg cfg = {1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64}, {16, 16, 16, 16, 16, 16, 16, 16}};
+  __builtin_ia32_tile_loadconfig(&cfg);
+}
 static const mrt_qgemm_kernel mrt_qgemm_amx = {"amx", 32, 32, 96, MRT_QGEMM_AMX, mrt_qgemm_32x32__amx,
-                                               mrt_qgemm_dw32__avx512, mrt_qgemm_rq16__avx512};
+                                               mrt_qgemm_dw32__avx512, mrt_qgemm_rq16__avx512, mrt_qgemm_begin__amx};
 static const mrt_qgemm_kernel mrt_qgemm_sse = {"sse", 6, 8, 96, MRT_QGEMM_I16, mrt_qgemm_6x8__sse, mrt_qgemm_dw8__sse,
                                                mrt_qgemm_rq8__sse};
 static const mrt_qgemm_kernel mrt_qgemm_avx2 = {"avx2", 6, 16, 96, MRT_QGEMM_I16, mrt_qgemm_6x16__avx2,
@@ -806,6 +810,7 @@ static void mrt_qgemm_block(const mrt_qgemm_kernel *kern, size_t m, size_t n, si
   const size_t pa_bytes = mrt_qgemm_panel_bytes(kern, mr, k), pb_bytes = mrt_qgemm_panel_bytes(kern, nr, k);
   int32_t edge[32 * 32];
   MRT_ASSERT(mr * nr <= 32 * 32);
+  if (kern->begin) kern->begin();
   (void)n;
   /* A block (mc rows) in L2, then each B panel (nr x k) in L1 over it; a B packed
    * here is packed a panel at a time, just before all of A runs over it in L1. */
