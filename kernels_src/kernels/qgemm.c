@@ -539,6 +539,34 @@ static void mrt_qgemm_pack16(size_t nx, size_t nk, size_t w, const mrt_qgemm_src
  */
 typedef uint8_t mrt_v16b __attribute__((vector_size(16)));
 
+/* sum of (x[i] ^ c) over n bytes, as unsigned */
+static uint32_t mrt_q_bytesum(const uint8_t *x, size_t n, uint8_t c) {
+  const mrt_v16b cv = (mrt_v16b){0} + c;
+  uint32_t sum = 0;
+  size_t i = 0;
+#if defined(__x86_64__)
+  typedef long long v2q __attribute__((vector_size(16)));
+  v2q acc = {0, 0};
+  for (; i + 16 <= n; i += 16) {
+    mrt_v16b v;
+    memcpy(&v, x + i, 16);
+    acc += (v2q)__builtin_ia32_psadbw128((mrt_v16b)(v ^ cv), (mrt_v16b){0});
+  }
+  sum = (uint32_t)(acc[0] + acc[1]);
+#else
+  typedef uint32_t v16u __attribute__((vector_size(64)));
+  v16u acc = {0};
+  for (; i + 16 <= n; i += 16) {
+    mrt_v16b v;
+    memcpy(&v, x + i, 16);
+    acc += __builtin_convertvector(v ^ cv, v16u);
+  }
+  for (int t = 0; t < 16; ++t) sum += acc[t];
+#endif
+  for (; i < n; ++i) sum += (uint8_t)(x[i] ^ c);
+  return sum;
+}
+
 static inline size_t mrt_q8_at(int amx, size_t w, size_t r, size_t kk) {
   return amx ? (kk >> 6) * w * 64 + r * 64 + (kk & 63) : (kk >> 2) * 4 * w + r * 4 + (kk & 3);
 }
@@ -568,11 +596,9 @@ static void mrt_qgemm_pack8(size_t nx, size_t nk, size_t kq, size_t w, const mrt
       int32_t sum = 0;
       if (ks == 1) { /* a row contiguous along k (A row-major, B transposed) */
         const uint8_t *row = u + base;
-        if (to_s8) {
-          for (size_t kk = 0; kk < nk; ++kk) sum += (int8_t)(row[kk] ^ fx);
-        } else {
-          for (size_t kk = 0; kk < nk; ++kk) sum += (uint8_t)(row[kk] ^ fx);
-        }
+        /* int8 v = (uint8)(v ^ 0x80) - 128 */
+        sum = to_s8 ? (int32_t)(mrt_q_bytesum(row, nk, fx ^ 0x80) - 128u * (uint32_t)nk)
+                    : (int32_t)mrt_q_bytesum(row, nk, fx);
         if (amx) { /* 64-byte runs */
           for (size_t kb = 0; kb * 64 < kq * 4; ++kb) {
             mrt_v16b run[4];
