@@ -159,6 +159,11 @@ CONV_CASES = [
     ((1, 4, 3, 6, 7), (4, 1, 1, 3, 3), dict(group=4, pads=[0, 1, 1, 0, 1, 1])),  # 3-D depthwise-shaped
     ((1, 2, 9, 9), (3, 2, 3, 3), dict(strides=[4, 4], pads=[1, 1, 0, 0])),      # trailing input never read
     ((1, 2, 4, 1), (3, 2, 1, 1), dict(strides=[1, 5], pads=[0, 3, 0, 0])),      # a column only of padding
+    # depthwise stride 2 with an even left pad and rows of 45 / 34 (two 32-float steps), and a
+    # narrow stride-1 plane with a 5x5 kernel (the AVX-512 padded copies)
+    ((1, 8, 37, 45), (8, 1, 3, 3), dict(group=8, pads=[0, 2, 1, 0], strides=[2, 2])),
+    ((1, 8, 20, 34), (8, 1, 3, 3), dict(group=8, pads=[1, 1, 1, 1], strides=[2, 2])),
+    ((1, 8, 9, 14), (8, 1, 5, 5), dict(group=8, pads=[2, 2, 2, 2])),
 ]
 
 

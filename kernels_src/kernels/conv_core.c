@@ -239,6 +239,54 @@ static void mrt_conv_dw_pad(const mrt_conv_params *p, const float *MRT_RESTRICT 
 #undef MRT_DW_COLS
 }
 
+#if MRT_SGEMM_AVX512
+/*
+ * The same padded plane with AVX-512F for stride 2 and for narrow stride-1
+ * planes (others take the portable copy): rows in 16-float vectors, each row's
+ * ragged end one masked load and store; stride 2 splits 32 inputs into their
+ * 16 even and 16 odd ones with two permutes (the portable copy does 4 + 4 at
+ * a time and the remainder float by float).
+ */
+MRT_AVX512F static void mrt_conv_dw_pad__avx512(const mrt_conv_params *p, const float *MRT_RESTRICT x,
+                                                float *MRT_RESTRICT buf) {
+  const size_t sx = p->s[2], W = p->in[2];
+  /* Stride 1 rows wider than a vector: the portable copy measured as fast. */
+  if (sx > 2 || (sx == 1 && W > 16)) {
+    mrt_conv_dw_pad(p, x, buf);
+    return;
+  }
+  const size_t H = p->in[1], py = (size_t)p->pb[1], px = (size_t)p->pb[2];
+  const size_t rw = p->dw_rw, rows = p->dw_rows, r1 = mrt_min(py + H, rows);
+  /* Input columns that have a slot: padded column j = i + px goes to slot j / sx < rw. */
+  const size_t wn = sx * rw > px ? mrt_min(W, sx * rw - px) : 0;
+  for (size_t r = py; r < r1; ++r) {
+    const float *src = x + (r - py) * W;
+    if (sx == 1) {
+      float *d = buf + r * rw + px;
+      for (size_t i = 0; i < wn; i += 16) mrt_store16(d + i, mrt_load16(src + i, wn - i), wn - i);
+      continue;
+    }
+    /* Padded column j goes to phase j & 1, slot j >> 1: from an odd j the
+     * first input goes alone, then pairs (even j, odd j + 1). */
+    float *d0 = buf + r * rw, *d1 = d0 + rows * rw;
+    size_t i = 0;
+    if ((px & 1) && wn > 0) {
+      d1[px >> 1] = src[0];
+      i = 1;
+    }
+    float *e0 = d0 + ((i + px) >> 1), *e1 = d1 + ((i + px) >> 1);
+    for (; i < wn; i += 32, e0 += 16, e1 += 16) {
+      const size_t n = wn - i;
+      const mrt_v16f u = mrt_load16(src + i, n), v = mrt_load16(src + i + 16, n > 16 ? n - 16 : 0);
+      const mrt_v16f ev = __builtin_shufflevector(u, v, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+      const mrt_v16f od = __builtin_shufflevector(u, v, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+      mrt_store16(e0, ev, (n + 1) / 2);
+      mrt_store16(e1, od, n / 2);
+    }
+  }
+}
+#endif
+
 /* KV taps: a constant (9: 3x3) so weights and offsets live in registers, or
  * 0 for any kernel size. */
 #define MRT_DW_PLANE(NAME, ATTR, VT, VL)                                                      \
@@ -520,9 +568,12 @@ mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, float lo, flo
 
 /* Depthwise on threads: each task takes a run of channel planes and pads them
  * into its own thread's buffer. */
+typedef void (*mrt_dw_pad_fn)(const mrt_conv_params *p, const float *x, float *buf);
+
 typedef struct mrt_dw_job {
   const mrt_conv_params *p;
   mrt_dw_plane_fn plane;
+  mrt_dw_pad_fn pad;
   const float *x, *w, *bias;
   float *y;
   char *scratch;
@@ -539,7 +590,7 @@ static void mrt_conv_dw_task(void *varg, size_t task, size_t thread) {
   memset(buf, 0, p->s[2] * p->dw_rows * p->dw_rw * sizeof(float));
   for (size_t i = lo; i < hi; ++i) {
     const size_t c = i % p->c_out;
-    mrt_conv_dw_pad(p, j->x + i * p->in_pix, buf);
+    j->pad(p, j->x + i * p->in_pix, buf);
     j->plane(p, buf, j->w + c * p->kvol, j->bias ? j->bias[c] : 0.0f, j->y + i * p->out_pix);
   }
 }
@@ -559,15 +610,17 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
     /* On the vector ISA of the GEMM kernel prepare chose. */
 #if defined(__x86_64__)
     mrt_dw_plane_fn plane = p->kern == &mrt_sgemm_avx2 ? mrt_conv_dw_plane__avx2 : mrt_conv_dw_plane__sse;
+    mrt_dw_pad_fn pad = mrt_conv_dw_pad;
 #if MRT_SGEMM_AVX512
-    if (p->kern == &mrt_sgemm_avx512) plane = mrt_conv_dw_plane__avx512;
+    if (p->kern == &mrt_sgemm_avx512) plane = mrt_conv_dw_plane__avx512, pad = mrt_conv_dw_pad__avx512;
 #endif
 #else
     const mrt_dw_plane_fn plane = mrt_conv_dw_plane;
+    const mrt_dw_pad_fn pad = mrt_conv_dw_pad;
 #endif
     const size_t planes = p->batch * p->c_out;
     const size_t tasks = mrt_pool_tasks(node->pool, planes * p->out_pix * p->kvol, MRT_CONV_DW_TASK_MACS);
-    mrt_dw_job job = {p, plane, x, w, bias, y, (char *)scratch,
+    mrt_dw_job job = {p, plane, pad, x, w, bias, y, (char *)scratch,
                       mrt_round_up(p->s[2] * p->dw_rows * p->dw_rw * sizeof(float), 64),
                       (planes + tasks - 1) / tasks};
     mrt_parallel_for(node->pool, tasks, mrt_conv_dw_task, &job);
