@@ -568,6 +568,9 @@ static uint32_t mrt_q_bytesum(const uint8_t *x, size_t n, uint8_t c) {
 }
 
 static inline size_t mrt_q8_at(int amx, size_t w, size_t r, size_t kk) {
+#if !defined(__x86_64__)
+  amx = 0; /* only x86_64 has the AMX layout */
+#endif
   return amx ? (kk >> 6) * w * 64 + r * 64 + (kk & 63) : (kk >> 2) * 4 * w + r * 4 + (kk & 3);
 }
 
@@ -599,6 +602,7 @@ static void mrt_qgemm_pack8(size_t nx, size_t nk, size_t kq, size_t w, const mrt
         /* int8 v = (uint8)(v ^ 0x80) - 128 */
         sum = to_s8 ? (int32_t)(mrt_q_bytesum(row, nk, fx ^ 0x80) - 128u * (uint32_t)nk)
                     : (int32_t)mrt_q_bytesum(row, nk, fx);
+#if defined(__x86_64__)
         if (amx) { /* 64-byte runs */
           for (size_t kb = 0; kb * 64 < kq * 4; ++kb) {
             mrt_v16b run[4];
@@ -612,7 +616,9 @@ static void mrt_qgemm_pack8(size_t nx, size_t nk, size_t kq, size_t w, const mrt
             }
             memcpy(panel + kb * w * 64 + r * 64, run, 64);
           }
-        } else { /* 4-byte quads, w * 4 bytes apart */
+        } else
+#endif
+        { /* 4-byte quads, w * 4 bytes apart */
           uint8_t *o = panel + 4 * r;
           size_t kk = 0;
           for (; kk + 4 <= nk; kk += 4) {
