@@ -29,6 +29,10 @@ typedef float mrt_v16f __attribute__((vector_size(64)));
  * through __builtin_memcpy: packed buffers and C rows need not be aligned,
  * and this avoids aliasing a float* as a vector*.
  */
+/* Software prefetch per k step (none unless a tile defines it). */
+#ifndef MRT_SGEMM_PF
+#define MRT_SGEMM_PF(a, b, AS, BS)
+#endif
 #define MRT_SGEMM_TILE(NAME, ATTR, VT, VL, MR, NV, AS, BS)                                          \
   ATTR static void NAME(size_t kc, const float *MRT_RESTRICT a, const float *MRT_RESTRICT b,   \
                         float *MRT_RESTRICT c, size_t ldc, const mrt_sgemm_tile_args *args) {  \
@@ -39,6 +43,7 @@ typedef float mrt_v16f __attribute__((vector_size(64)));
       VT bv[NV];                                                                              \
       _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v)                         \
         __builtin_memcpy(&bv[v], b + v * VL, sizeof(VT));                                     \
+      MRT_SGEMM_PF(a, b, AS, BS);                                                             \
       _Pragma("clang loop unroll(full)") for (int r = 0; r < MR; ++r) {                       \
         const float ar = a[r];                                                                \
         _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v) acc[r][v] += ar * bv[v]; \
@@ -87,7 +92,21 @@ MRT_SGEMM_TILE(mrt_sgemm_kernel_6x4__avx2, __attribute__((target("avx2,fma"))), 
  * of mobile CNNs (16, 24, 32, 96, 144, ...) are multiples of 8, so the narrow
  * projections (32 -> 16 channels at 112 x 112) run whole tiles, not 1-row ones. */
 #define MRT_AVX512 __attribute__((target("avx512f,avx2,fma")))
+/* The 8 x 48 tile prefetches its B rows 8 k steps ahead and its A panel 24
+ * ahead: A streams from L2 once per tile (weights of a 7 x 7 layer: 2048 x 512
+ * floats for 49 columns), and without this the tile waited on it; measured
+ * on ResNet-50 against 0 / 8 / 16 ahead for both: 7 x 7 layers -18..29 %,
+ * 14 x 14 -8 %, 56 x 56 -2..5 %. */
+#define MRT_SGEMM_PF(a, b, AS, BS)                                                              \
+  do {                                                                                          \
+    __builtin_prefetch((b) + 8 * (BS), 0, 3);                                                   \
+    __builtin_prefetch((b) + 8 * (BS) + 16, 0, 3);                                              \
+    __builtin_prefetch((b) + 8 * (BS) + 32, 0, 3);                                              \
+    __builtin_prefetch((a) + 24 * (AS), 0, 3);                                                  \
+  } while (0)
 MRT_SGEMM_TILE(mrt_sgemm_kernel_8x48__avx512, MRT_AVX512, mrt_v16f, 16, 8, 3, 8, 48)
+#undef MRT_SGEMM_PF
+#define MRT_SGEMM_PF(a, b, AS, BS)
 MRT_SGEMM_TILE(mrt_sgemm_kernel_1x48__avx512, MRT_AVX512, mrt_v16f, 16, 1, 3, 8, 48)
 MRT_SGEMM_TILE(mrt_sgemm_kernel_8x16__avx512, MRT_AVX512, mrt_v16f, 16, 8, 1, 8, 48)
 MRT_SGEMM_TILE(mrt_sgemm_kernel_8x32__avx512, MRT_AVX512, mrt_v16f, 16, 8, 2, 8, 48)
