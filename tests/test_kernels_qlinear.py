@@ -170,6 +170,13 @@ def test_qlinearmatmul_and_qgemm_every_qgemm_family(isa, t, k):
     model = _model("QGemm", {"a": a2}, consts, [37, 70], NP[t], domain="com.microsoft", transB=1,
                    _order=["a", "as", "az", "b", "bs", "bz", "c", "ys", "yz"])
     _check(model, {"a": a2})
+    # uint8 b with a zero point per column (the zero-point terms per lane, not one for all)
+    if t == np.uint8:
+        consts = {"as": _scale(), "az": _q((), t), "b": _q((k, 70), np.uint8), "bs": _scale(70),
+                  "bz": _q((70,), np.uint8), "ys": np.array(0.5, np.float32), "yz": _q((), t)}
+        model = _model("QLinearMatMul", {"a": a}, consts, [2, 37, 70], NP[t],
+                       _order=["a", "as", "az", "b", "bs", "bz", "ys", "yz"])
+        _check(model, {"a": a})
 
 
 @pytest.mark.parametrize("isa", [None, "avx2"], indirect=True)

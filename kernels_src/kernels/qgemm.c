@@ -53,6 +53,12 @@ typedef void (*mrt_qgemm_dw_fn)(size_t n, const uint8_t *MRT_RESTRICT x, int is_
  * 64-byte rows per 64 k, k padded to 64), byte quads with A int8 too (ARM's sdot) */
 enum { MRT_QGEMM_I16 = 0, MRT_QGEMM_U8S8 = 1, MRT_QGEMM_AMX = 2, MRT_QGEMM_S8S8 = 3 }; /* S8S8: both int8 (sdot) */
 
+struct mrt_qgemm_requant;
+/* A full tile whose nr columns are nr consecutive outputs of each row, requantised
+ * straight from the registers into y (rows i.., output column col). */
+typedef void (*mrt_qgemm_tileq_fn)(size_t kq, const void *MRT_RESTRICT a, const void *MRT_RESTRICT b,
+                                   const struct mrt_qgemm_requant *rq, size_t i, size_t col);
+
 /* Requantisation of rows (see mrt_qgemm_requant_rows). */
 typedef void (*mrt_qgemm_rq_fn)(size_t rows, size_t n, const int32_t *MRT_RESTRICT acc, size_t lda,
                                 const int32_t *bias, const float *scale, int per_col, int32_t zp, int32_t lo,
@@ -67,6 +73,7 @@ struct mrt_qgemm_kernel {
   mrt_qgemm_dw_fn dw;
   mrt_qgemm_rq_fn rq;
   void (*begin)(void); /* before a thread's tiles, or NULL */
+  mrt_qgemm_tileq_fn tile_q; /* a full tile requantised in registers, or NULL */
 };
 
 /* pair dot products: lane i of the result = x[2i]*y[2i] + x[2i+1]*y[2i+1] */
@@ -267,6 +274,110 @@ MRT_QDW(mrt_qgemm_dw16__avx2, __attribute__((target("avx2"))), 16, mrt_v8i, mrt_
         MRT_MADD_AVX2)
 MRT_QDW(mrt_qgemm_dw32__avx512, __attribute__((target("avx512f,avx512bw"))), 32, mrt_v16i, mrt_v32h, MRT_QDW_ILO32,
         MRT_QDW_IHI32, MRT_MADD_AVX512)
+/* A tile's requantisation, read once (y's bytes may alias rq, so the compiler
+ * would reload its fields after every store). */
+typedef struct mrt_q_rq512 {
+  const int32_t *bias;
+  const float *scale;
+  int per_col;
+  float flo, fhi;
+  int32_t zp;
+} mrt_q_rq512;
+
+/* Requantises 16 int32 lanes (the bias added here) into 16 bytes at y. */
+__attribute__((target("avx512f,avx512bw"))) static inline void
+mrt_q_store16__avx512(mrt_v16i x, const mrt_q_rq512 *q, size_t row, size_t col, uint8_t *y) {
+  typedef float vf __attribute__((vector_size(64)));
+  typedef int32_t vi __attribute__((vector_size(64)));
+  typedef uint32_t vu __attribute__((vector_size(64)));
+  typedef uint8_t vb __attribute__((vector_size(16)));
+  mrt_v16i b;
+  vf s;
+  if (q->per_col) {
+    __builtin_memcpy(&b, q->bias + col, 64);
+    __builtin_memcpy(&s, q->scale + col, 64);
+  } else {
+    b = (mrt_v16i){0} + q->bias[row];
+    s = (vf){0} + q->scale[row];
+  }
+  const vf flo = (vf){0} + q->flo, fhi = (vf){0} + q->fhi;
+  const vf v = __builtin_convertvector((vi)((vu)x + (vu)b), vf) * s;
+  const vb o = __builtin_convertvector(MRT_QRQ_X86_512(v) + q->zp, vb);
+  __builtin_memcpy(y, &o, 16);
+}
+
+/*
+ * The zero-point terms of a 32-column tile, rows' za and ra from the A tail at, the
+ * columns' sums and zero points from the B tail bt: x = acc - za colsum + ra zb.
+ * The usual za (int8 weights with zero point 0, stored flipped: 128) and one zb for
+ * all columns take a shift and a scalar product instead of two vector multiplies.
+ */
+typedef struct mrt_q_zp512 {
+  mrt_v16i colsum[2], zb[2], c128[2];
+  int zb_uniform;
+  int32_t zb0;
+} mrt_q_zp512;
+
+__attribute__((target("avx512f,avx512bw"))) static inline void mrt_q_zp512_load(mrt_q_zp512 *z, const uint8_t *bt) {
+  for (int v = 0; v < 2; ++v) {
+    __builtin_memcpy(&z->colsum[v], bt + 64 * v, 64);
+    __builtin_memcpy(&z->zb[v], bt + 128 + 64 * v, 64);
+    z->c128[v] = z->colsum[v] << 7;
+  }
+  z->zb0 = z->zb[0][0];
+  const mrt_v16i e = (z->zb[0] == z->zb0) & (z->zb[1] == z->zb0);
+  z->zb_uniform = 1;
+  for (int t = 0; t < 16; ++t) z->zb_uniform &= e[t] != 0;
+}
+
+__attribute__((target("avx512f,avx512bw"))) static inline mrt_v16i mrt_q_zp512_apply(const mrt_q_zp512 *z, mrt_v16i acc,
+                                                                                     int v, int32_t za, int32_t ra) {
+  const mrt_v16i t = za == 128 ? z->c128[v] : za * z->colsum[v];
+  const mrt_v16i u = z->zb_uniform ? (mrt_v16i){0} + (int32_t)((uint32_t)ra * (uint32_t)z->zb0) : ra * z->zb[v];
+  return acc - t + u;
+}
+
+static inline mrt_q_rq512 mrt_q_rq512_of(const struct mrt_qgemm_requant *rq) {
+  const mrt_q_rq512 q = {rq->bias, rq->scale, rq->per_col, (float)(rq->lo - rq->zp), (float)(rq->hi - rq->zp), rq->zp};
+  return q;
+}
+
+/* The 8 x 32 AVX512-VNNI tile, requantised in registers. */
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) static void
+mrt_qgemm_8x32q__avx512vnni(size_t kq, const void *MRT_RESTRICT av_, const void *MRT_RESTRICT bv_,
+                            const struct mrt_qgemm_requant *rq, size_t i, size_t col) {
+  const uint8_t *a = av_, *b = bv_;
+  mrt_v16i acc[8][2];
+  _Pragma("clang loop unroll(full)") for (int r = 0; r < 8; ++r) acc[r][0] = acc[r][1] = (mrt_v16i){0};
+  for (size_t q = 0; q < kq; ++q) {
+    mrt_v16i bv[2];
+    __builtin_memcpy(&bv[0], b, 64);
+    __builtin_memcpy(&bv[1], b + 64, 64);
+    _Pragma("clang loop unroll(full)") for (int r = 0; r < 8; ++r) {
+      int32_t pr;
+      __builtin_memcpy(&pr, a + 4 * r, 4);
+      const mrt_v16i av = (mrt_v16i){0} + pr;
+      acc[r][0] = MRT_DOT_AVX512VNNI(acc[r][0], av, bv[0]);
+      acc[r][1] = MRT_DOT_AVX512VNNI(acc[r][1], av, bv[1]);
+    }
+    a += 32;
+    b += 128;
+  }
+  mrt_q_zp512 z;
+  mrt_q_zp512_load(&z, b);
+  const mrt_q_rq512 q = mrt_q_rq512_of(rq);
+  uint8_t *y0 = (uint8_t *)rq->y + i * rq->ldy + col;
+  const size_t ldy = rq->ldy;
+  _Pragma("clang loop unroll(full)") for (int r = 0; r < 8; ++r) {
+    int32_t za, ra;
+    __builtin_memcpy(&za, a + 4 * r, 4);
+    __builtin_memcpy(&ra, a + 32 + 4 * r, 4);
+    for (int v = 0; v < 2; ++v)
+      mrt_q_store16__avx512(mrt_q_zp512_apply(&z, acc[r][v], v, za, ra), &q, i + r, col + 16 * v,
+                            y0 + r * ldy + 16 * v);
+  }
+}
+
 /*
  * AMX (tdpbusd): a 32 x 32 tile as four 16 x 16 int32 tile registers, A's 32 rows
  * in two 16-row tiles of 64 k, B's 32 columns in two tiles of 16 quads (B's quad
@@ -280,11 +391,9 @@ typedef struct __attribute__((packed)) mrt_amx_cfg {
   uint8_t rows[16];
 } mrt_amx_cfg;
 
-__attribute__((target("amx-tile,amx-int8,avx512f"))) static void
-mrt_qgemm_32x32__amx(size_t kq, const void *MRT_RESTRICT av_, const void *MRT_RESTRICT bv_, int32_t *MRT_RESTRICT c,
-                     size_t ldc, int accumulate) {
-  const uint8_t *a = av_, *b = bv_;
-  int32_t t[32 * 32];
+/* The four tile registers' int32 sums into t (32 x 32). */
+__attribute__((target("amx-tile,amx-int8,avx512f"))) static inline void
+mrt_qgemm_amx_sums(size_t kq, const uint8_t *a, const uint8_t *b, int32_t *t) {
   __builtin_ia32_tilezero(0);
   __builtin_ia32_tilezero(1);
   __builtin_ia32_tilezero(2);
@@ -304,6 +413,14 @@ mrt_qgemm_32x32__amx(size_t kq, const void *MRT_RESTRICT av_, const void *MRT_RE
   __builtin_ia32_tilestored64(1, t + 16, 128);
   __builtin_ia32_tilestored64(2, t + 16 * 32, 128);
   __builtin_ia32_tilestored64(3, t + 16 * 32 + 16, 128);
+}
+
+__attribute__((target("amx-tile,amx-int8,avx512f"))) static void
+mrt_qgemm_32x32__amx(size_t kq, const void *MRT_RESTRICT av_, const void *MRT_RESTRICT bv_, int32_t *MRT_RESTRICT c,
+                     size_t ldc, int accumulate) {
+  const uint8_t *a = av_, *b = bv_;
+  int32_t t[32 * 32];
+  mrt_qgemm_amx_sums(kq, a, b, t);
   const uint8_t *at = a + kq * 4 * 32, *bt = b + kq * 4 * 32;
   mrt_v16i colsum[2], zb[2];
   for (int v = 0; v < 2; ++v) {
@@ -328,13 +445,40 @@ mrt_qgemm_32x32__amx(size_t kq, const void *MRT_RESTRICT av_, const void *MRT_RE
     }
   }
 }
+
+/* The same, requantised straight into y. */
+__attribute__((target("amx-tile,amx-int8,avx512f,avx512bw"))) static void
+mrt_qgemm_32x32q__amx(size_t kq, const void *MRT_RESTRICT av_, const void *MRT_RESTRICT bv_,
+                      const struct mrt_qgemm_requant *rq, size_t i, size_t col) {
+  const uint8_t *a = av_, *b = bv_;
+  int32_t t[32 * 32];
+  mrt_qgemm_amx_sums(kq, a, b, t);
+  const uint8_t *at = a + kq * 4 * 32, *bt = b + kq * 4 * 32;
+  mrt_q_zp512 z;
+  mrt_q_zp512_load(&z, bt);
+  const mrt_q_rq512 q = mrt_q_rq512_of(rq);
+  uint8_t *y0 = (uint8_t *)rq->y + i * rq->ldy + col;
+  const size_t ldy = rq->ldy;
+  for (int r = 0; r < 32; ++r) {
+    int32_t za, ra;
+    __builtin_memcpy(&za, at + 4 * r, 4);
+    __builtin_memcpy(&ra, at + 128 + 4 * r, 4);
+    for (int v = 0; v < 2; ++v) {
+      mrt_v16i x;
+      __builtin_memcpy(&x, t + 32 * r + 16 * v, 64);
+      mrt_q_store16__avx512(mrt_q_zp512_apply(&z, x, v, za, ra), &q, i + r, col + 16 * v, y0 + r * ldy + 16 * v);
+    }
+  }
+}
+
 /* The tile registers' shapes, loaded by each thread before its tiles run. */
 __attribute__((target("amx-tile"))) static void mrt_qgemm_begin__amx(void) {
   static const mrt_amx_cfg cfg = {1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64}, {16, 16, 16, 16, 16, 16, 16, 16}};
   __builtin_ia32_tile_loadconfig(&cfg);
 }
 static const mrt_qgemm_kernel mrt_qgemm_amx = {"amx", 32, 32, 96, MRT_QGEMM_AMX, mrt_qgemm_32x32__amx,
-                                               mrt_qgemm_dw32__avx512, mrt_qgemm_rq16__avx512, mrt_qgemm_begin__amx};
+                                               mrt_qgemm_dw32__avx512, mrt_qgemm_rq16__avx512, mrt_qgemm_begin__amx,
+                                               mrt_qgemm_32x32q__amx};
 static const mrt_qgemm_kernel mrt_qgemm_sse = {"sse", 6, 8, 96, MRT_QGEMM_I16, mrt_qgemm_6x8__sse, mrt_qgemm_dw8__sse,
                                                mrt_qgemm_rq8__sse};
 static const mrt_qgemm_kernel mrt_qgemm_avx2 = {"avx2", 6, 16, 96, MRT_QGEMM_I16, mrt_qgemm_6x16__avx2,
@@ -343,7 +487,7 @@ static const mrt_qgemm_kernel mrt_qgemm_avxvnni = {"avxvnni", 6, 16, 96, MRT_QGE
                                                    mrt_qgemm_dw16__avx2, mrt_qgemm_rq8__avx2};
 static const mrt_qgemm_kernel mrt_qgemm_avx512vnni = {"avx512vnni", 8, 32, 96, MRT_QGEMM_U8S8,
                                                       mrt_qgemm_8x32__avx512vnni, mrt_qgemm_dw32__avx512,
-                                                      mrt_qgemm_rq16__avx512};
+                                                      mrt_qgemm_rq16__avx512, NULL, mrt_qgemm_8x32q__avx512vnni};
 #elif defined(__aarch64__)
 MRT_QGEMM_TILE(mrt_qgemm_8x8__neon, , mrt_v4i, 4, 8, 2, MRT_MADD_GENERIC, 0)
 MRT_QRQ(mrt_qgemm_rq8, , 8, MRT_QRQ_GENERIC)
@@ -857,6 +1001,11 @@ static void mrt_qgemm_block(const mrt_qgemm_kernel *kern, size_t m, size_t n, si
         const char *ap = pa + i / mr * pa_bytes;
         const size_t mw = m - i < mr ? m - i : mr;
         if (rq) {
+          const size_t gy = j / rq->gw, gx = j - gy * rq->gw;
+          if (kern->tile_q && mw == mr && nw == nr && gx + nr <= rq->ow) {
+            kern->tile_q(kq, ap, bp, rq, i, gy * rq->ow + gx);
+            continue;
+          }
           kern->tile(kq, ap, bp, edge, nr, 0);
           mrt_qgemm_store_q(kern, rq, i, j, mw, nw, edge, nr);
           continue;
