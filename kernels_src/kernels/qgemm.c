@@ -1002,7 +1002,8 @@ static void mrt_qgemm_block(const mrt_qgemm_kernel *kern, size_t m, size_t n, si
         const size_t mw = m - i < mr ? m - i : mr;
         if (rq) {
           const size_t gy = j / rq->gw, gx = j - gy * rq->gw;
-          if (kern->tile_q && mw == mr && nw == nr && gx + nr <= rq->ow) {
+          /* consecutive outputs: inside one grid row's kept part, or a grid with none dropped */
+          if (kern->tile_q && mw == mr && nw == nr && (gx + nr <= rq->ow || rq->gw == rq->ow)) {
             kern->tile_q(kq, ap, bp, rq, i, gy * rq->ow + gx);
             continue;
           }
