@@ -84,10 +84,12 @@ def isa(request, monkeypatch):
 
 # (c, m, group, k, stride, pad, dilation, h, w): full and partial GEMM panels and tiles, a
 # 1x1 stride-1 read in place and a 1x1 stride 2, a 7x7 stride-2 stem (four stride phases),
-# dilation, groups, depthwise at stride 1 and 2 down to a 2x2 plane
+# dilation, groups, depthwise at stride 1 and 2 down to a 2x2 plane, and small planes
+# of more channels than one requantisation block
 CONV_SHAPES = [(32, 40, 1, 3, 1, 1, 1, 16, 16), (16, 24, 1, 1, 1, 0, 1, 20, 20), (16, 24, 1, 1, 2, 0, 1, 15, 17),
                (3, 16, 1, 7, 2, 3, 1, 37, 29), (8, 16, 1, 3, 1, 2, 2, 13, 12), (16, 32, 4, 3, 2, 1, 1, 14, 15),
-               (24, 24, 24, 3, 2, 1, 1, 33, 31), (40, 40, 40, 3, 1, 1, 1, 2, 2), (16, 16, 16, 5, 1, 4, 2, 19, 9)]
+               (24, 24, 24, 3, 2, 1, 1, 33, 31), (40, 40, 40, 3, 1, 1, 1, 2, 2), (16, 16, 16, 5, 1, 4, 2, 19, 9),
+               (130, 130, 130, 3, 2, 1, 1, 5, 5)]
 
 
 @pytest.mark.parametrize("isa", ISAS, indirect=True)
