@@ -621,6 +621,13 @@ void mrt_qgemm_requant_rows(const mrt_qgemm_kernel *kern, size_t rows, size_t n,
 
 void mrt_qgemm_depthwise(const mrt_qgemm_kernel *kern, size_t n, const void *x, int is_signed, const size_t *off,
                          size_t npairs, const int16_t *w, int32_t *MRT_RESTRICT acc) {
+#if defined(__x86_64__)
+  /* a grid of 16 or fewer: half the vector, half the work */
+  if (n <= 16 && kern->dw == mrt_qgemm_dw32__avx512) {
+    mrt_qgemm_dw16__avx2(n, x, is_signed, off, npairs, w, acc);
+    return;
+  }
+#endif
   kern->dw(n, x, is_signed, off, npairs, w, acc);
 }
 
