@@ -52,7 +52,7 @@ def build_harness(out: Path, build_out: Path) -> Path:
     triple = target["objects"][0]["flags"][1]
     exe = out / "profile_nodes"
     subprocess.run([*target["cc"], "-target", triple, "-O2", "-std=c11", *inc, str(HERE / "profile_nodes.c"),
-                    *objs, "-o", str(exe), "-lm"], check=True)
+                    *objs, "-o", str(exe), "-lm", "-lpthread"], check=True)
     return exe
 
 

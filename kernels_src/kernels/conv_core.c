@@ -619,11 +619,14 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
     const mrt_dw_pad_fn pad = mrt_conv_dw_pad;
 #endif
     const size_t planes = p->batch * p->c_out;
-    const size_t tasks = mrt_pool_tasks(node->pool, planes * p->out_pix * p->kvol, MRT_CONV_DW_TASK_MACS);
+    size_t tasks = mrt_pool_tasks(node->pool, planes * p->out_pix * p->kvol, MRT_CONV_DW_TASK_MACS);
+    /* A whole number of tasks a thread (5 tasks on 2 threads left one thread
+     * 3 of them), and equal ones. */
+    if (tasks > 1) tasks = mrt_min(planes, mrt_round_up(tasks, mrt_pool_threads(node->pool)));
+    const size_t per_task = (planes + tasks - 1) / tasks;
     mrt_dw_job job = {p, plane, pad, x, w, bias, y, (char *)scratch,
-                      mrt_round_up(p->s[2] * p->dw_rows * p->dw_rw * sizeof(float), 64),
-                      (planes + tasks - 1) / tasks};
-    mrt_parallel_for(node->pool, tasks, mrt_conv_dw_task, &job);
+                      mrt_round_up(p->s[2] * p->dw_rows * p->dw_rw * sizeof(float), 64), per_task};
+    mrt_parallel_for(node->pool, (planes + per_task - 1) / per_task, mrt_conv_dw_task, &job);
     return;
   }
 

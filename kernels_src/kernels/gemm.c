@@ -476,15 +476,30 @@ static void mrt_sgemm_task(void *varg, size_t task, size_t thread) {
                     hi, 0, j->n);
 }
 
-/* Splitting `total` rows or columns in panels of `unit` over *tasks tasks
- * (lowered to the panels there are) on `threads` threads: sets *tasks and
- * the panels a task takes, returns the rows or columns of the busiest thread. */
+/* Splitting `total` rows or columns in panels of `unit` into tasks of `per`
+ * panels, at most *tasks of them, on `threads` threads: the per that leaves
+ * the busiest thread least (tasks dealt round-robin, as the pool's counter
+ * roughly does; a short last task counts short), the smallest such. Sets
+ * *tasks and *per_task, returns that thread's rows or columns. */
 static size_t mrt_sgemm_share(size_t total, size_t unit, size_t *tasks, size_t threads, size_t *per_task) {
-  const size_t units = (total + unit - 1) / unit;
-  const size_t t = mrt_min(*tasks, units), per = (units + t - 1) / t, used = (units + per - 1) / per;
-  *tasks = used;
-  *per_task = per;
-  return mrt_min(total, (used + threads - 1) / threads * per * unit);
+  const size_t units = (total + unit - 1) / unit, tmax = mrt_min(*tasks, units);
+  const size_t lo = (units + tmax - 1) / tmax, hi = (units + mrt_min(threads, tmax) - 1) / mrt_min(threads, tmax);
+  size_t best = (size_t)-1;
+  for (size_t per = lo; per <= hi; ++per) {
+    const size_t used = (units + per - 1) / per, span = per * unit;
+    size_t most = 0;
+    for (size_t t = 0; t < threads && t < used; ++t) {
+      size_t load = 0;
+      for (size_t j = t; j < used; j += threads) load += mrt_min(total, (j + 1) * span) - j * span;
+      most = load > most ? load : most;
+    }
+    if (most < best) {
+      best = most;
+      *tasks = used;
+      *per_task = per;
+    }
+  }
+  return best;
 }
 
 MRT_PREPARE_CODE
