@@ -43,7 +43,8 @@ static mrt_status qcat_lut(mrt_ctx *ctx, const mrt_node *node, uint32_t ix, floa
   const float flo = (float)(lo - zy), fhi = (float)(hi - zy);
   for (int32_t q = lo; q <= hi; q++) {
     float r = sx[0] * (float)(q - zx) / sy;
-    r = r < flo ? flo : r > fhi ? fhi : r;
+    r = r > flo ? r : flo; /* NaN (inf * 0 from huge scale ratios) saturates low */
+    r = r < fhi ? r : fhi;
     lut[(uint8_t)(q_t)q] = (uint8_t)(q_t)((int32_t)mrt_q_rint(r) + zy);
   }
   pc->lut = lut;

@@ -159,6 +159,9 @@ mrt_status MRT_KERNEL(mrt_qlinearaveragepool_prepare)(mrt_node *node, mrt_ctx *c
     const int32_t size = (int32_t)kcount;
     p->bias = -zx * size;
     p->gscale = sx[0] / (sy[0] * (float)size);
+    if (!(p->gscale >= 0x1.0p-32f && p->gscale < 256.0f)) /* onnxruntime's range for this path */
+      return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED,
+                           "x_scale / (y_scale * kernel size) is %g, outside [2^-32, 256)", (double)p->gscale);
   }
   node->params = p;
   return MRT_STATUS_OK;
@@ -166,7 +169,8 @@ mrt_status MRT_KERNEL(mrt_qlinearaveragepool_prepare)(mrt_node *node, mrt_ctx *c
 
 static inline q_t qap_quantize(const qap_params *p, float v) {
   v = v / p->sy + (float)p->zy;
-  v = v < (float)p->lo ? (float)p->lo : v > (float)p->hi ? (float)p->hi : v;
+  v = v > (float)p->lo ? v : (float)p->lo; /* NaN (inf - inf from huge scales) saturates low */
+  v = v < (float)p->hi ? v : (float)p->hi;
   return (q_t)(int32_t)mrt_q_rint(v);
 }
 
