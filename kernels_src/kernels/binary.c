@@ -52,8 +52,13 @@
 /* No restrict on purpose: the variadic ops accumulate in place (a == y), and
  * the compiler still vectorises behind a runtime overlap check. One plain flat
  * loop per case: both vary, b is a scalar, a is a scalar. */
-__attribute__((noinline)) static void bin_row(size_t n, const float *a, size_t sa, const float *b, size_t sb,
-                                              float *y) {
+#if MRT_ENABLE_THREADS
+/* Called from the broadcast path and the threaded split: one copy, not two. */
+#define BIN_ROW_ATTR __attribute__((noinline))
+#else
+#define BIN_ROW_ATTR
+#endif
+BIN_ROW_ATTR static void bin_row(size_t n, const float *a, size_t sa, const float *b, size_t sb, float *y) {
   if (sa && sb) {
     for (size_t i = 0; i < n; i++) y[i] = BIN(a[i], b[i]);
   } else if (sa) {

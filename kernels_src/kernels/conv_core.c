@@ -573,7 +573,9 @@ typedef void (*mrt_dw_pad_fn)(const mrt_conv_params *p, const float *x, float *b
 typedef struct mrt_dw_job {
   const mrt_conv_params *p;
   mrt_dw_plane_fn plane;
-  mrt_dw_pad_fn pad;
+#if MRT_SGEMM_AVX512
+  mrt_dw_pad_fn pad; /* elsewhere always mrt_conv_dw_pad */
+#endif
   const float *x, *w, *bias;
   float *y;
   char *scratch;
@@ -590,7 +592,11 @@ static void mrt_conv_dw_task(void *varg, size_t task, size_t thread) {
   memset(buf, 0, p->s[2] * p->dw_rows * p->dw_rw * sizeof(float));
   for (size_t i = lo; i < hi; ++i) {
     const size_t c = i % p->c_out;
+#if MRT_SGEMM_AVX512
     j->pad(p, j->x + i * p->in_pix, buf);
+#else
+    mrt_conv_dw_pad(p, j->x + i * p->in_pix, buf);
+#endif
     j->plane(p, buf, j->w + c * p->kvol, j->bias ? j->bias[c] : 0.0f, j->y + i * p->out_pix);
   }
 }
@@ -610,23 +616,26 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
     /* On the vector ISA of the GEMM kernel prepare chose. */
 #if defined(__x86_64__)
     mrt_dw_plane_fn plane = p->kern == &mrt_sgemm_avx2 ? mrt_conv_dw_plane__avx2 : mrt_conv_dw_plane__sse;
-    mrt_dw_pad_fn pad = mrt_conv_dw_pad;
 #if MRT_SGEMM_AVX512
+    mrt_dw_pad_fn pad = mrt_conv_dw_pad;
     if (p->kern == &mrt_sgemm_avx512) plane = mrt_conv_dw_plane__avx512, pad = mrt_conv_dw_pad__avx512;
 #endif
 #else
     const mrt_dw_plane_fn plane = mrt_conv_dw_plane;
-    const mrt_dw_pad_fn pad = mrt_conv_dw_pad;
 #endif
     const size_t planes = p->batch * p->c_out;
     size_t tasks = mrt_pool_tasks(node->pool, planes * p->out_pix * p->kvol, MRT_CONV_DW_TASK_MACS);
     /* A whole number of tasks a thread (5 tasks on 2 threads left one thread
      * 3 of them), and equal ones. */
     if (tasks > 1) tasks = mrt_min(planes, mrt_round_up(tasks, mrt_pool_threads(node->pool)));
-    const size_t per_task = (planes + tasks - 1) / tasks;
-    mrt_dw_job job = {p, plane, pad, x, w, bias, y, (char *)scratch,
+    const size_t per_task = tasks > 1 ? (planes + tasks - 1) / tasks : planes;
+    mrt_dw_job job = {p, plane,
+#if MRT_SGEMM_AVX512
+                      pad,
+#endif
+                      x, w, bias, y, (char *)scratch,
                       mrt_round_up(p->s[2] * p->dw_rows * p->dw_rw * sizeof(float), 64), per_task};
-    mrt_parallel_for(node->pool, (planes + per_task - 1) / per_task, mrt_conv_dw_task, &job);
+    mrt_parallel_for(node->pool, tasks > 1 ? (planes + per_task - 1) / per_task : 1, mrt_conv_dw_task, &job);
     return;
   }
 
