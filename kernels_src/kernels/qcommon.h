@@ -21,12 +21,16 @@ static inline float mrt_q_rint(float v) {
   return (v + magic) - magic;
 }
 
+/* clamp(v, lo, hi) with NaN going to lo: a corrupt model's scales can make a ratio of
+ * inf, and inf * 0 is NaN, whose conversion to an integer is undefined. */
+static inline float mrt_q_clampf(float v, float lo, float hi) {
+  v = v > lo ? v : lo;
+  return v < hi ? v : hi;
+}
+
 /* clamp(round(acc * scale) + zp, lo, hi): the clamp first, in float, as MLAS. */
 static inline int32_t mrt_q_requant(int32_t acc, float scale, int32_t zp, int32_t lo, int32_t hi) {
-  float v = (float)acc * scale;
-  const float flo = (float)(lo - zp), fhi = (float)(hi - zp);
-  v = v < flo ? flo : v;
-  v = v > fhi ? fhi : v;
+  const float v = mrt_q_clampf((float)acc * scale, (float)(lo - zp), (float)(hi - zp));
   return (int32_t)mrt_q_rint(v) + zp;
 }
 

@@ -60,7 +60,10 @@ static int attr_list(const mrt_node *node, const char *name, size_t n, int64_t d
   const int64_t *v;
   const uint32_t c = mrt_attr_ints(node, name, &v);
   if (c && c != n) return 0;
-  for (size_t i = 0; i < n; i++) dst[i] = c ? v[i] : dflt;
+  for (size_t i = 0; i < n; i++) {
+    dst[i] = c ? v[i] : dflt;
+    if (dst[i] > INT32_MAX || dst[i] < -INT32_MAX) return 0; /* sums of these stay in int64 */
+  }
   return 1;
 }
 
@@ -89,7 +92,8 @@ mrt_status MRT_KERNEL(mrt_qlinearconv_prepare)(mrt_node *node, mrt_ctx *ctx) {
   int64_t strides[2], dil[2], pads[4];
   if (!attr_list(node, "strides", nsp, 1, strides) || !attr_list(node, "dilations", nsp, 1, dil) ||
       !attr_list(node, "pads", 2 * nsp, 0, pads))
-    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "strides, dilations or pads have the wrong length");
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                         "strides, dilations or pads: wrong length, or a value past 2^31");
   const int su = mrt_attr_string_is(node, "auto_pad", "NOTSET", "SAME_UPPER");
   const int sl = mrt_attr_string_is(node, "auto_pad", "NOTSET", "SAME_LOWER");
   const int valid = mrt_attr_string_is(node, "auto_pad", "NOTSET", "VALID");
@@ -105,6 +109,9 @@ mrt_status MRT_KERNEL(mrt_qlinearconv_prepare)(mrt_node *node, mrt_ctx *ctx) {
     if (k[a] < 1 || s[a] < 1 || d[a] < 1 || pads[i] < 0 || pads[nsp + i] < 0)
       return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "kernel, strides, dilations >= 1 and pads >= 0");
     const int64_t ext = (k[a] - 1) * d[a] + 1;
+    if (k[a] > INT32_MAX || ext > INT32_MAX)
+      return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "convolution is too large (kernel extent %lld)",
+                           (long long)ext);
     int64_t b0 = pads[i], e0 = pads[nsp + i], o;
     if (su || sl) {
       o = (in[a] + s[a] - 1) / s[a];
@@ -157,6 +164,14 @@ mrt_status MRT_KERNEL(mrt_qlinearconv_prepare)(mrt_node *node, mrt_ctx *ctx) {
   } else {
     /* output (oy, ox) tap (ky, kx) reads padded (oy sh + ky dh, ox sw + kx dw): phase
      * ((ky dh) % sh, (kx dw) % sw) at (oy + ky dh / sh, ox + kx dw / sw) */
+    /* the padded planes, sized in double first: huge pads or dilations (a corrupt model)
+     * must be refused, not wrapped, where size_t is 32 bits */
+    const double gw = (double)p->ow + (double)((p->kw - 1) * p->dw / p->sw),
+                 rh = (double)p->oh + (double)((p->kh - 1) * p->dh / p->sh),
+                 phases = (double)p->sh * (double)p->sw < (double)p->kh * (double)p->kw
+                              ? (double)p->sh * (double)p->sw : (double)p->kh * (double)p->kw;
+    if (gw * rh * phases * (double)p->c_in > (double)INT32_MAX)
+      return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "convolution is too large (padded input planes)");
     p->gw = p->ow + (p->kw - 1) * p->dw / p->sw, p->rhp = p->oh + (p->kh - 1) * p->dh / p->sh;
     p->plane = p->rhp * p->gw;
     p->phase = mrt_ctx_alloc(ctx, p->kh * p->kw * sizeof *p->phase);

@@ -234,8 +234,7 @@ static void qbin_row(const mrt_node *node, size_t n, const size_t *off, const si
 #else
       float v = ka * (va * vb);
 #endif
-      v = v < flo ? flo : v;
-      v = v > fhi ? fhi : v;
+      v = mrt_q_clampf(v, flo, fhi);
       y[i] = (q_t)((int32_t)mrt_q_rint(v) + zc);
     }
     return;
@@ -247,8 +246,7 @@ static void qbin_row(const mrt_node *node, size_t n, const size_t *off, const si
 #else
     float v = p->ka * (va * vb);
 #endif
-    v = v < flo ? flo : v;
-    v = v > fhi ? fhi : v;
+    v = mrt_q_clampf(v, flo, fhi);
     y[i] = (q_t)((int32_t)mrt_q_rint(v) + p->zc);
   }
 }
@@ -398,7 +396,7 @@ static mrt_status qlut_prepare(mrt_node *node, mrt_ctx *ctx) {
 #endif
     float r = f / sy[0];
     const float flo = (float)(lo - zy), fhi = (float)(hi - zy);
-    r = r < flo ? flo : r > fhi ? fhi : r;
+    r = mrt_q_clampf(r, flo, fhi);
     lut[(uint8_t)(q_t)q] = (q_t)((int32_t)mrt_q_rint(r) + zy);
   }
   node->params = lut;
