@@ -122,6 +122,11 @@ def test_a_clean_folder_with_a_warm_cache_executes_no_action(tmp_path, classifie
     assert all(a["cache"] == "hit-local" for a in warm), [a for a in warm if a["cache"] != "hit-local"]
     assert f"({len(warm)} from the local cache, 0 from the remote cache, 0 executed)" in capsys.readouterr().err
     assert _tree(tmp_path / "a") == _tree(tmp_path / "b")
+    # Restored outputs keep the modes the steps give them (a library or runner is executable).
+    import os
+    for rel in ("lib/libminirt.so", "lib/libminirt.so.debug", "stubs/libc.so", "stubs/libc.o", "rt/compiler_rt.o"):
+        modes = [os.stat(tmp_path / d / "build" / "android-arm64-v8a" / rel).st_mode for d in "ab"]
+        assert modes[0] == modes[1], (rel, oct(modes[0]), oct(modes[1]))
     # The map names this build's objects, as a fresh link here would.
     rel = "build/android-arm64-v8a/lib/libminirt.so.map"
     fresh, served = (tmp_path / "a" / rel).read_text(), (tmp_path / "b" / rel).read_text()

@@ -153,6 +153,26 @@ def _from_placeholders(data, roots):
     return data
 
 
+def _linked_image(data):
+    """Whether `data` is what a linker marks executable: an ELF executable or shared
+    object, a Mach-O executable or dylib, or a fat file of them (not an object file,
+    an archive or a map)."""
+    if data[:4] == b"\x7fELF" and len(data) > 18:
+        e_type = int.from_bytes(data[16:18], "little" if data[5] == 1 else "big")
+        return e_type in (2, 3)
+    if data[:4] in (b"\xcf\xfa\xed\xfe", b"\xce\xfa\xed\xfe") and len(data) > 16:
+        return int.from_bytes(data[12:16], "little") in (2, 6)
+    return data[:4] == b"\xca\xfe\xba\xbe"
+
+
+def _restore_mode(path, data):
+    """A restored output gets the mode the step would have given it (umask applied)."""
+    if _linked_image(data):
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(path, 0o777 & ~umask)
+
+
 def run_step(kind, argv, inputs, parts, names, env, run, text_outputs=()):
     """A link, strip, stub or compiler_rt step as a cached action. `argv`: its command
     (outputs at their .part names); `inputs`: every file it reads besides the
@@ -183,6 +203,7 @@ def run_step(kind, argv, inputs, parts, names, env, run, text_outputs=()):
             data = hit[name]
             with open(part, "wb") as f:
                 f.write(_from_placeholders(data, roots) if i in text_outputs else data)
+            _restore_mode(part, data)
         return 0, where
     rc = run()
     if rc == 0 and all(os.path.exists(p) for p in parts):
