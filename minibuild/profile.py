@@ -5,9 +5,12 @@ Each step of the flow is a span on the thread that ran it (scan + optimise per m
 manifest, codegen, compile, convert, package per platform, report). Compile and link
 actions come from the SCons run: the SConstruct records each command it spawns
 (start, end, thread, output) into BUILD/actions.jsonl, read back here. An action SCons
-found up to date did not run and has no span; the summary line counts them. Each
-action's `cache` is "hit-local" (its outputs came from the action cache), "miss"
-(it ran and stored them), or "off" (not a cached kind of action, or the cache is off).
+found up to date did not run and has no span; the summary line counts them.
+minibuild's own actions (codegen, convert, javac, package: minibuild/actions.py) are
+spans of category "python action". Each action's `cache` is "hit-local" or
+"hit-remote" (its outputs came from the local or the remote action cache), "miss" (it
+ran and stored them), or "off" (the cache is off). A build the no-op stamp skips
+(minibuild/stamp.py) is one span of category "stamp".
 
 A leaf: imports nothing of minibuild, so every step may use it."""
 
