@@ -66,6 +66,19 @@ static int64_t div_up(int64_t n, int64_t d) {
   return n >= 0 ? (n + d - 1) / d : -((-n) / d);
 }
 
+/* The width pass's vectors (see pool_separable). */
+#define POOL_HVL (16 / sizeof(pool_t) < 8 ? 8 : 16 / sizeof(pool_t))
+typedef pool_t pool_hv __attribute__((vector_size(POOL_HVL * sizeof(pool_t))));
+typedef pool_t pool_hv2 __attribute__((vector_size(2 * POOL_HVL * sizeof(pool_t))));
+
+/* Elements of the bordered row: the widest window reach, and the reads of the
+ * last vector past it. */
+static int64_t pool_row_len(const pool_params *p) {
+  const int64_t reach = p->out[2] ? (p->out[2] - 1) * p->s[2] + (p->k[2] - 1) * p->dil[2] + 1 : 0;
+  const int64_t lw = p->pb[2] + p->in[2];
+  return (reach > lw ? reach : lw) + 2 * (int64_t)POOL_HVL;
+}
+
 #if defined(POOL_FLOAT)
 
 /*
@@ -226,13 +239,18 @@ static mrt_status pool_prepare(mrt_node *node, mrt_ctx *ctx, int max_outputs, in
     p->tap[a] = t;
     p->k[a] = kk, p->s[a] = s, p->pb[a] = pb;
   }
+  /* Sizes below 2^31 each: the bordered row fits in 64 bits; refuse what no scratch holds. */
+  if (pool_row_len(p) > INT32_MAX / 4)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED,
+                         "the last axis' windows reach %lld elements, above 2^29 (kernel, dilation or pads too large)",
+                         (long long)pool_row_len(p));
 #if defined(POOL_FLOAT)
   if (p->in[0] == 1 && p->out[0] == 1 && p->s[1] == 1 && p->s[2] == 1 &&
       (st = pool_flat_prepare(node, ctx, p)) != MRT_STATUS_OK)
     return st;
-  p->scratch_stride = ((p->flat ? pool_flat_scratch(p) : (size_t)p->in[2]) * sizeof(float) + 63) / 64 * 64;
+  p->scratch_stride = ((p->flat ? pool_flat_scratch(p) : (size_t)pool_row_len(p)) * sizeof(float) + 63) / 64 * 64;
 #else
-  p->scratch_stride = ((size_t)p->in[2] * sizeof(pool_t) + 63) / 64 * 64;
+  p->scratch_stride = ((size_t)pool_row_len(p) * sizeof(pool_t) + 63) / 64 * 64;
 #endif
   mrt_ctx_request_scratch(ctx, mrt_ctx_threads(ctx) * p->scratch_stride);
   *out = p;
@@ -242,47 +260,90 @@ static mrt_status pool_prepare(mrt_node *node, mrt_ctx *ctx, int max_outputs, in
 /* Max and sum are separable: per output row, first reduce the window's input
  * rows (all its depth and height taps) into one row of scratch -- a contiguous
  * loop over W that vectorises -- then reduce each output's width taps from that
- * row. For 3x3 stride 2 that is about half the loads of the direct form, and
- * none of them strided across rows. */
+ * row. The row sits inside a border of the identity (-inf / lowest / 0) wide
+ * enough for every window, the end padding and ceil_mode's last window included,
+ * so the width pass has no bounds: stride 1 is a sliding op over unaligned
+ * loads, stride 2 takes each tap's even lanes by one shuffle, POOL_HVL outputs
+ * at a time. */
+static inline pool_hv pool_even(const pool_t *r) {
+  pool_hv2 v;
+  memcpy(&v, r, sizeof v);
+#if defined(POOL_FLOAT)
+  return __builtin_shufflevector(v, v, 0, 2, 4, 6, 8, 10, 12, 14);
+#else
+  return __builtin_shufflevector(v, v, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+#endif
+}
+
+/* y[o] = op over r[o * s + l * d], l < k, for o < n. */
+static inline void pool_hrow(const pool_t *r, pool_t *y, size_t n, size_t k, size_t s, size_t d, const int is_max) {
+  size_t o = 0;
+  if (s == 1)
+    for (; o + POOL_HVL <= n; o += POOL_HVL) {
+      pool_hv m, v;
+      memcpy(&m, r + o, sizeof m);
+      for (size_t l = 1; l < k; l++) {
+        memcpy(&v, r + o + l * d, sizeof v);
+        m = is_max ? MRT_VMAX(m, v) : m + v;
+      }
+      memcpy(y + o, &m, sizeof m);
+    }
+  else if (s == 2)
+    for (; o + POOL_HVL <= n; o += POOL_HVL) {
+      pool_hv m = pool_even(r + 2 * o);
+      for (size_t l = 1; l < k; l++) {
+        const pool_hv v = pool_even(r + 2 * o + l * d);
+        m = is_max ? MRT_VMAX(m, v) : m + v;
+      }
+      memcpy(y + o, &m, sizeof m);
+    }
+  for (; o < n; o++) {
+    const pool_t *w = r + o * s;
+    pool_t m = w[0];
+    for (size_t l = 1; l < k; l++) m = is_max ? (w[l * d] > m ? w[l * d] : m) : m + w[l * d];
+    y[o] = m;
+  }
+}
+
 static inline void pool_separable(const pool_params *p, const pool_t *x, pool_t *y, pool_t *row,
                                   const int is_max, size_t c0, size_t c1) {
   const size_t w = (size_t)p->in[2], hw = (size_t)p->in[1] * w, plane = hw * (size_t)p->in[0];
-  const size_t dd = (size_t)p->dil[0] * hw, dh = (size_t)p->dil[1] * w, dw = (size_t)p->dil[2];
+  const size_t dd = (size_t)p->dil[0] * hw, dh = (size_t)p->dil[1] * w;
+  const size_t ow = (size_t)p->out[2], kw = (size_t)p->k[2], sw = (size_t)p->s[2], dw = (size_t)p->dil[2];
+  const pool_t fill = is_max ? NEG_INF : 0;
+  /* The border is never written: filled once per task. */
+  const size_t nrow = (size_t)pool_row_len(p);
+  for (size_t l = 0; l < nrow; l++) row[l] = fill;
+  pool_t *rr = row + p->pb[2];
   x += c0 * plane;
-  y += c0 * (size_t)(p->out[0] * p->out[1] * p->out[2]);
+  y += c0 * (size_t)(p->out[0] * p->out[1]) * ow;
   for (size_t c = c0; c < c1; c++, x += plane) {
     for (int64_t od = 0; od < p->out[0]; od++) {
       const pool_tap td = p->tap[0][od];
-      for (int64_t oh = 0; oh < p->out[1]; oh++) {
+      for (int64_t oh = 0; oh < p->out[1]; oh++, y += ow) {
         const pool_tap th = p->tap[1][oh];
         const pool_t *base = x + (size_t)td.pos * hw + (size_t)th.pos * w;
-        const int empty = td.n == 0 || th.n == 0;
-        for (size_t l = 0; l < w; l++) row[l] = is_max ? NEG_INF : 0.0f;
-        for (int32_t i = 0; i < td.n; i++)
-          for (int32_t j = 0; j < th.n; j++) {
-            const pool_t *r = base + i * dd + j * dh;
-            if (is_max)
-              for (size_t l = 0; l < w; l++) row[l] = r[l] > row[l] ? r[l] : row[l];
-            else
-              for (size_t l = 0; l < w; l++) row[l] += r[l];
-          }
-        for (int64_t ow = 0; ow < p->out[2]; ow++) {
-          const pool_tap tw = p->tap[2][ow];
-          const pool_t *r = row + tw.pos;
-          pool_t m = is_max ? NEG_INF : 0.0f;
-          for (int32_t l = 0; l < tw.n; l++) {
-            if (is_max)
-              m = r[l * dw] > m ? r[l * dw] : m;
-            else
-              m += r[l * dw];
-          }
-          if (!is_max) {
-            const int32_t cnt = p->count_include_pad ? td.nincl * th.nincl * tw.nincl
-                                                     : td.n * th.n * tw.n;
-            m = cnt > 0 && !empty ? m / (float)cnt : 0.0f;
-          }
-          *y++ = m;
+        const int32_t nt = td.n * th.n;
+        if (nt == 0)
+          for (size_t l = 0; l < w; l++) rr[l] = fill;
+        else
+          memcpy(rr, base, w * sizeof(pool_t));
+        for (int32_t t = 1; t < nt; t++) {
+          const pool_t *MRT_RESTRICT r = base + (size_t)(t / th.n) * dd + (size_t)(t % th.n) * dh;
+          if (is_max)
+            for (size_t l = 0; l < w; l++) rr[l] = r[l] > rr[l] ? r[l] : rr[l];
+          else
+            for (size_t l = 0; l < w; l++) rr[l] += r[l];
         }
+        pool_hrow(row, y, ow, kw, sw, dw, is_max);
+#if defined(POOL_FLOAT)
+        if (!is_max)
+          for (size_t o = 0; o < ow; o++) {
+            const pool_tap tw = p->tap[2][o];
+            const int32_t cnt = p->count_include_pad ? td.nincl * th.nincl * tw.nincl : nt * tw.n;
+            y[o] = cnt > 0 && nt ? y[o] / (float)cnt : 0.0f;
+          }
+#endif
       }
     }
   }
@@ -295,8 +356,14 @@ typedef struct pool_job {
   pool_t *y;
   char *scratch;
   size_t per_task;
-  int is_max;
 } pool_job;
+
+/* One op per object: the max / sum choice folds at compile time. */
+#if defined(MRT_OP_MaxPool)
+#define POOL_IS_MAX 1
+#else
+#define POOL_IS_MAX 0
+#endif
 
 static void pool_task(void *varg, size_t task, size_t thread) {
   const pool_job *j = varg;
@@ -306,21 +373,21 @@ static void pool_task(void *varg, size_t task, size_t thread) {
   pool_t *buf = (pool_t *)(j->scratch + thread * j->p->scratch_stride);
 #if defined(POOL_FLOAT)
   if (j->p->flat)
-    pool_flat(j->p, j->x, j->y, buf, j->is_max, c0, c1);
+    pool_flat(j->p, j->x, j->y, buf, POOL_IS_MAX, c0, c1);
   else
 #endif
-    pool_separable(j->p, j->x, j->y, buf, j->is_max, c0, c1);
+    pool_separable(j->p, j->x, j->y, buf, POOL_IS_MAX, c0, c1);
 }
 
 /* Input floats read below which a pooling task is not worth a thread. */
 #define POOL_TASK_WORK ((size_t)1 << 16)
 
-static void pool_run(const mrt_node *node, void *scratch, int is_max) {
+static void pool_run(const mrt_node *node, void *scratch) {
   const pool_params *p = node->params;
   const size_t work = p->planes * (size_t)(p->in[0] * p->in[1] * p->in[2] + p->out[0] * p->out[1] * p->out[2]);
   const size_t tasks = mrt_pool_tasks(node->pool, work, POOL_TASK_WORK);
   pool_job job = {p, node->inputs[0]->data, node->outputs[0]->data, scratch,
-                  (p->planes + tasks - 1) / tasks, is_max};
+                  (p->planes + tasks - 1) / tasks};
   mrt_parallel_for(node->pool, tasks, pool_task, &job);
 }
 
@@ -368,7 +435,7 @@ void MAXPOOL_RUN(const mrt_node *node, void *scratch) {
   pool_t *y = node->outputs[0]->data;
   const mrt_tensor *ind_t = mrt_out(node, 1);
   if (!ind_t) {
-    pool_run(node, scratch, 1);
+    pool_run(node, scratch);
     return;
   }
   /* With Indices: the direct form, tracking where each maximum came from. */
@@ -435,7 +502,7 @@ mrt_status mrt_averagepool_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
 }
 
 void mrt_averagepool_run_f32(const mrt_node *node, void *scratch) {
-  pool_run(node, scratch, 0);
+  pool_run(node, scratch);
 }
 
 #endif /* AveragePool */

@@ -1,0 +1,100 @@
+"""Windowed pooling against onnxruntime: MaxPool on float32, uint8 and int8 (with and
+without Indices, both storage orders) and float AveragePool, over the geometries the
+kernels take apart -- the stride-2 width pass (even lanes by shuffle), stride 1
+(sliding op; float stride 1 in H and W takes the flat form), the scalar generic
+stride, the bordered row's leading and end padding, ceil_mode windows that pass the
+end padding, dilations, auto_pad, 1-D and 3-D -- on widths whose outputs leave every
+vector tail (8 floats, 16 bytes a vector). Max is compared exactly; averages within
+the float tolerance. The same models run under qemu on aarch64 and armv7."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+import models
+
+ort = pytest.importorskip("onnxruntime")
+testing = pytest.importorskip("minibuild.testing")
+
+RNG = np.random.default_rng(4321)
+
+# (input shape, attributes): output widths 34, 35, 36, 33, 18, 24 ... around 8 and 16.
+GEOMETRIES = [
+    ((1, 3, 9, 67), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((2, 2, 8, 70), dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)),
+    ((1, 3, 7, 71), dict(kernel_shape=[2, 2], strides=[2, 2])),
+    ((1, 3, 7, 71), dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)),
+    ((1, 2, 6, 37), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])),
+    ((1, 2, 9, 41), dict(kernel_shape=[3, 2], strides=[2, 1], pads=[1, 0, 0, 1])),
+    ((1, 2, 11, 53), dict(kernel_shape=[3, 3], strides=[2, 2], dilations=[2, 2], pads=[2, 2, 2, 2])),
+    ((1, 2, 10, 50), dict(kernel_shape=[5, 5], strides=[2, 2], dilations=[1, 3], pads=[2, 4, 1, 3])),
+    ((1, 2, 7, 36), dict(kernel_shape=[3, 4], strides=[2, 2], pads=[0, 3, 2, 2], ceil_mode=1)),
+    ((1, 2, 8, 66), dict(kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER")),
+    ((1, 2, 8, 65), dict(kernel_shape=[4, 4], strides=[2, 2], auto_pad="SAME_LOWER")),
+    ((1, 2, 8, 47), dict(kernel_shape=[3, 3], strides=[3, 3], auto_pad="VALID")),
+    ((2, 3, 61), dict(kernel_shape=[4], strides=[3], pads=[1, 2])),
+    ((1, 2, 77), dict(kernel_shape=[3], strides=[2], pads=[1, 1])),
+    ((1, 2, 5, 6, 41), dict(kernel_shape=[2, 3, 3], strides=[2, 2, 2], pads=[0, 1, 1, 1, 0, 1])),
+    ((1, 4, 3, 5), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+]
+IDS = [f"{'x'.join(map(str, s))}-" + "-".join(f"{k}{v}" for k, v in a.items()).replace(" ", "") for s, a in GEOMETRIES]
+
+
+def pool_model(op, x, n_out=1, opset=12, **attrs):
+    dt = helper.np_dtype_to_tensor_dtype(x.dtype)
+    node = helper.make_node(op, ["x"], [f"y{i}" for i in range(n_out)], **attrs)
+    graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", dt, x.shape)],
+                              [helper.make_tensor_value_info(f"y{i}", onnx.TensorProto.INT64 if i else dt, None)
+                               for i in range(n_out)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return models.with_output_shapes(model)
+
+
+def pool_input(shape, dtype):
+    if dtype == np.float32:
+        return RNG.standard_normal(shape).astype(np.float32)
+    info = np.iinfo(dtype)
+    x = RNG.integers(info.min, info.max + 1, size=shape).astype(dtype)
+    # Runs of the type's lowest value: windows whose max is the identity (Indices
+    # names the first tap, as onnxruntime does).
+    x.reshape(-1)[: x.size // 4] = info.min
+    return x
+
+
+def check(model, feeds, exact=True):
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = testing.run_with_minirt(model, feeds)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        if exact:
+            np.testing.assert_array_equal(g, w)
+        else:
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.int8], ids=["f32", "u8", "s8"])
+@pytest.mark.parametrize("shape,attrs", GEOMETRIES, ids=IDS)
+def test_maxpool(shape, attrs, dtype):
+    x = pool_input(shape, dtype)
+    check(pool_model("MaxPool", x, **attrs), {"x": x})
+
+
+@pytest.mark.parametrize("storage_order", [0, 1])
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.int8], ids=["f32", "u8", "s8"])
+@pytest.mark.parametrize("shape,attrs", [g for g in GEOMETRIES if len(g[0]) == 4 and "dilations" not in g[1]],
+                         ids=[i for i, g in zip(IDS, GEOMETRIES) if len(g[0]) == 4 and "dilations" not in g[1]])
+def test_maxpool_indices(shape, attrs, dtype, storage_order):
+    x = pool_input(shape, dtype)
+    check(pool_model("MaxPool", x, n_out=2, storage_order=storage_order, **attrs), {"x": x})
+
+
+@pytest.mark.parametrize("include_pad", [0, 1])
+@pytest.mark.parametrize("shape,attrs", GEOMETRIES, ids=IDS)
+def test_averagepool(shape, attrs, include_pad):
+    x = pool_input(shape, np.float32)
+    check(pool_model("AveragePool", x, opset=19, count_include_pad=include_pad, **attrs), {"x": x}, exact=False)
