@@ -324,17 +324,31 @@ static inline void pool_separable(const pool_params *p, const pool_t *x, pool_t 
         const pool_tap th = p->tap[1][oh];
         const pool_t *base = x + (size_t)td.pos * hw + (size_t)th.pos * w;
         const int32_t nt = td.n * th.n;
-        if (nt == 0)
-          for (size_t l = 0; l < w; l++) rr[l] = fill;
-        else
+#define POOL_TAP(t) (base + (size_t)((t) / th.n) * dd + (size_t)((t) % th.n) * dh)
+#define POOL_OP(a, b) (is_max ? ((a) > (b) ? (a) : (b)) : (a) + (b))
+        /* Up to three taps a pass (3x3 windows: one pass over the row). */
+        int32_t t = 3;
+        if (nt >= 3) {
+          const pool_t *MRT_RESTRICT a = base, *MRT_RESTRICT b = POOL_TAP(1), *MRT_RESTRICT e = POOL_TAP(2);
+          for (size_t l = 0; l < w; l++) rr[l] = POOL_OP(POOL_OP(a[l], b[l]), e[l]);
+        } else if (nt == 2) {
+          const pool_t *MRT_RESTRICT a = base, *MRT_RESTRICT b = POOL_TAP(1);
+          for (size_t l = 0; l < w; l++) rr[l] = POOL_OP(a[l], b[l]);
+        } else if (nt == 1) {
           memcpy(rr, base, w * sizeof(pool_t));
-        for (int32_t t = 1; t < nt; t++) {
-          const pool_t *MRT_RESTRICT r = base + (size_t)(t / th.n) * dd + (size_t)(t % th.n) * dh;
-          if (is_max)
-            for (size_t l = 0; l < w; l++) rr[l] = r[l] > rr[l] ? r[l] : rr[l];
-          else
-            for (size_t l = 0; l < w; l++) rr[l] += r[l];
+        } else {
+          for (size_t l = 0; l < w; l++) rr[l] = fill;
         }
+        for (; t + 1 < nt; t += 2) {
+          const pool_t *MRT_RESTRICT a = POOL_TAP(t), *MRT_RESTRICT b = POOL_TAP(t + 1);
+          for (size_t l = 0; l < w; l++) rr[l] = POOL_OP(rr[l], POOL_OP(a[l], b[l]));
+        }
+        if (t < nt) {
+          const pool_t *MRT_RESTRICT a = POOL_TAP(t);
+          for (size_t l = 0; l < w; l++) rr[l] = POOL_OP(rr[l], a[l]);
+        }
+#undef POOL_TAP
+#undef POOL_OP
         pool_hrow(row, y, ow, kw, sw, dw, is_max);
 #if defined(POOL_FLOAT)
         if (!is_max)
