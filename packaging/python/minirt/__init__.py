@@ -67,6 +67,15 @@ class _SessionOptions(ctypes.Structure):
 
 
 _MAX_THREADS = 64  # MRT_MAX_THREADS
+_BORROW_BUFFER = 1  # MRT_SESSION_BORROW_BUFFER
+_ALIGN = 64         # MRT_ALIGN: the alignment a borrowed model needs
+
+
+def _aligned(size: int) -> np.ndarray:
+    """`size` uninitialised bytes starting on an _ALIGN boundary."""
+    block = np.empty(size + _ALIGN, np.uint8)
+    start = -block.ctypes.data % _ALIGN
+    return block[start:start + size]
 
 
 class SessionOptions:
@@ -176,22 +185,30 @@ class InferenceSession:
         threads = int(getattr(sess_options, "intra_op_num_threads", 0) or 0) if sess_options is not None else 0
         if not 0 <= threads <= _MAX_THREADS:
             raise ValueError(f"intra_op_num_threads must be 0..{_MAX_THREADS}, got {threads}")
+        # The model is read once into a 64-byte aligned buffer the session borrows:
+        # its weights are used in place, and no second copy of the file ever exists.
         if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
-            data = bytes(path_or_bytes)
+            src = memoryview(path_or_bytes).cast("B")
+            model = _aligned(src.nbytes)
+            model[:] = np.frombuffer(src, np.uint8)
         else:
             with open(os.fspath(path_or_bytes), "rb") as f:
-                data = f.read()
+                size = os.fstat(f.fileno()).st_size
+                model = _aligned(size)
+                if f.readinto(memoryview(model)) != size or f.read(1):
+                    raise MinirtError("IO_ERROR", f"{path_or_bytes}: the file changed while being read")
         err = ctypes.create_string_buffer(512)
         handle = ctypes.c_void_p()
+        ptr = ctypes.c_void_p(model.ctypes.data)
         if hasattr(lib, "mrt_session_create_with_options"):
-            opts = _SessionOptions(0, threads)
-            status = lib.mrt_session_create_with_options(data, len(data), ctypes.byref(opts), ctypes.byref(handle),
+            opts = _SessionOptions(_BORROW_BUFFER, threads)
+            status = lib.mrt_session_create_with_options(ptr, model.nbytes, ctypes.byref(opts), ctypes.byref(handle),
                                                          err, len(err))
         else:
-            status = lib.mrt_session_create(data, len(data), 0, ctypes.byref(handle), err, len(err))
+            status = lib.mrt_session_create(ptr, model.nbytes, _BORROW_BUFFER, ctypes.byref(handle), err, len(err))
         if status != 0:
             raise MinirtError(lib.mrt_status_string(status).decode(), err.value.decode(errors="replace"))
-        self._lib, self._h = lib, handle
+        self._lib, self._h, self._model = lib, handle, model  # the session reads its weights from _model
         self._inputs = [self._info(lib.mrt_session_input_info, i) for i in range(lib.mrt_session_input_count(handle))]
         self._outputs = [self._info(lib.mrt_session_output_info, i) for i in range(lib.mrt_session_output_count(handle))]
 
@@ -242,6 +259,7 @@ class InferenceSession:
         if getattr(self, "_h", None):
             self._lib.mrt_session_destroy(self._h)
             self._h = None
+            self._model = None
 
     def __enter__(self):
         return self
