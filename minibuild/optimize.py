@@ -463,12 +463,78 @@ def _activation(g: Graph, node):
     return None
 
 
+def _conv_activation(g: Graph, node):
+    """(name, params) if `node` is an activation FusedConv implements: those of
+    `_activation`, LeakyRelu, Sigmoid, HardSwish and ai.minibuild's SiLU."""
+    if node.domain == _MINIBUILD and node.op_type == "SiLU":
+        return ("SiLU", [])
+    if node.domain != "":
+        return None
+    if node.op_type in ("Sigmoid", "HardSwish"):
+        return (node.op_type, [])
+    if node.op_type == "LeakyRelu":
+        return ("LeakyRelu", [float(_attr(node, "alpha", 0.01))])
+    return _activation(g, node)
+
+
+def fuse_conv_epilogue(g: Graph, available: set[tuple[str, str]]) -> bool:
+    """Conv -> Add (a residual of the same shape) [-> activation] and Conv -> activation
+    (Relu, Clip, LeakyRelu, Sigmoid, HardSwish, SiLU) -> one FusedConv (ai.minibuild),
+    when every intermediate value is used only inside the pattern. The residual becomes
+    FusedConv's input 3 (attribute residual = 1), added before the activation as the
+    graph does; the fused node takes the last node's place (the residual may be
+    computed after the Conv)."""
+    if (_MINIBUILD, "FusedConv") not in available:
+        return False
+    changed = False
+    for conv in list(g.nodes):
+        if conv not in g.nodes or conv.domain != "" or conv.op_type != "Conv" or not _is_f32(g, conv.output[0]):
+            continue
+        out, nodes, residual = conv.output[0], [conv], None
+        nxt = _single_consumer(g, out)
+        if nxt is not None and nxt.domain == "" and nxt.op_type == "Add":
+            other = _other(nxt, out)
+            shape = g.value_info.get(out, (0, None))[1]
+            if (other is not None and other != out and shape is not None and _is_f32(g, other)
+                    and g.value_info.get(other, (0, None))[1] == shape
+                    and g.value_info.get(nxt.output[0], (0, None))[1] == shape):
+                residual, out = other, nxt.output[0]
+                nodes.append(nxt)
+                nxt = _single_consumer(g, out)
+        spec = _conv_activation(g, nxt) if nxt is not None else None
+        if spec is not None:
+            nodes.append(nxt)
+            out = nxt.output[0]
+        if len(nodes) == 1:
+            continue
+        inputs = list(conv.input) + [""] * (3 - len(conv.input))
+        if residual is not None:
+            inputs.append(residual)
+        while inputs and not inputs[-1]:
+            inputs.pop()
+        fused = helper.make_node("FusedConv", inputs, [out], domain=_MINIBUILD)
+        fused.attribute.extend(conv.attribute)
+        if spec is not None:
+            fused.attribute.append(helper.make_attribute("activation", spec[0]))
+            if spec[1]:
+                fused.attribute.append(helper.make_attribute("activation_params", spec[1]))
+        if residual is not None:
+            fused.attribute.append(helper.make_attribute("residual", 1))
+        _replace_pattern(g, nodes, fused)
+        changed = True
+    if changed:
+        g.opsets.setdefault(_MINIBUILD, 1)
+    return changed
+
+
 def fuse_activations(g: Graph, available: set[tuple[str, str]]) -> bool:
     """Conv/Gemm followed by Relu/Clip -> FusedConv/FusedGemm (ai.minibuild), when the build has them."""
     changed = False
     for base in list(g.nodes):
         if base.domain != "" or base.op_type not in ("Conv", "Gemm"):
             continue
+        if base.op_type == "Conv" and (_MINIBUILD, "FusedConv") in available:
+            continue  # fuse_conv_epilogue's
         fused_op = "Fused" + base.op_type
         if (_MINIBUILD, fused_op) not in available:
             continue
@@ -1375,8 +1441,10 @@ def optimize(g: Graph, available: set[tuple[str, str]]) -> Graph:
     fold_batchnorm(g)
     while fold_affine(g):
         pass
+    fuse_silu(g, available)  # first: Conv -> SiLU fuses into the convolution
+    fuse_conv_epilogue(g, available)
     fuse_activations(g, available)
-    for fuse in (fuse_dynamic_matmul, fuse_silu, fuse_gelu, fuse_layernorm):
+    for fuse in (fuse_dynamic_matmul, fuse_gelu, fuse_layernorm):
         fuse(g, available)
     check_static(g)
     return g

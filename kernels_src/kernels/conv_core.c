@@ -32,7 +32,8 @@ typedef struct mrt_conv_params {
   ptrdiff_t pb[3];
   size_t dw_rw, dw_rows;   /* depthwise: padded buffer row width and rows per phase */
   int32_t *dw_taps;        /* depthwise: buffer offset of each tap (see mrt_conv_dw_pad) */
-  float lo, hi;
+  float lo, hi;            /* the tiles' clamp */
+  mrt_sgemm_epilogue post; /* the stage after it (post.post: any; res set per run) */
   float *packed_w;         /* per group, packed_w_stride floats each; NULL: pack at run */
   size_t packed_w_stride;
   /* im2col reads a zero-padded copy of the group's input (or the input itself
@@ -373,8 +374,8 @@ static int mrt_conv_int_attr_list(mrt_ctx *ctx, const mrt_node *node, const char
 }
 
 MRT_PREPARE_CODE
-mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, float lo, float hi) {
-  mrt_status st = mrt_check_arity(ctx, node, 2, 3, 1, 1);
+mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, const mrt_conv_act *act, int residual) {
+  mrt_status st = mrt_check_arity(ctx, node, 2, residual ? 4 : 3, 1, 1);
   if (st != MRT_STATUS_OK) return st;
   const mrt_tensor *x = node->inputs[0], *w = node->inputs[1];
   const mrt_tensor *b = node->n_inputs > 2 ? node->inputs[2] : NULL;
@@ -412,6 +413,18 @@ mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, float lo, flo
   if (b && (b->ndim != 1 || b->dims[0] != w->dims[0]))
     return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "B must have shape (M=%lld)",
                          (long long)w->dims[0]);
+  if (residual) {
+    const mrt_tensor *r = node->inputs[3];
+    if (!r)
+      return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "input 3 (the residual added to Y) is required");
+    if ((st = mrt_check_dtype(ctx, node, r, MRT_DTYPE_FLOAT32)) != MRT_STATUS_OK) return st;
+    int same = r->ndim == y->ndim;
+    for (uint32_t i = 0; same && i < y->ndim; ++i) same = r->dims[i] == y->dims[i];
+    if (!same)
+      return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                           "the residual (input 3) must have Y's shape; rebuild the model with minibuild, "
+                           "which fuses only an Add of equal shapes");
+  }
 
   int64_t ks[3], strides[3], dil[3], pads[6];
   const int64_t *kattr = NULL;
@@ -476,8 +489,21 @@ mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, float lo, flo
   }
 
   p->kern = mrt_sgemm_kernel_select();
-  p->lo = lo;
-  p->hi = hi;
+  {
+    const float inf = __builtin_inff();
+    const float lo = act ? act->lo : -inf, hi = act ? act->hi : inf;
+    /* With a residual the clamp follows the Add: the tiles store the bare sum. */
+    p->lo = residual ? -inf : lo;
+    p->hi = residual ? inf : hi;
+    p->post.lo = -inf;
+    p->post.hi = inf;
+    p->post.post_lo = residual ? lo : -inf;
+    p->post.post_hi = residual ? hi : inf;
+    p->post.leaky = act && act->leaky;
+    p->post.leaky_alpha = act ? act->alpha : 0.0f;
+    p->post.act = act ? act->map : NULL;
+    p->post.post = residual || p->post.leaky || p->post.act;
+  }
   p->batch = (size_t)x->dims[0];
   p->c_in = (size_t)x->dims[1];
   p->c_out = (size_t)w->dims[0];
@@ -576,7 +602,7 @@ typedef struct mrt_dw_job {
 #if MRT_SGEMM_AVX512
   mrt_dw_pad_fn pad; /* elsewhere always mrt_conv_dw_pad */
 #endif
-  const float *x, *w, *bias;
+  const float *x, *w, *bias, *res;
   float *y;
   char *scratch;
   size_t stride, per_task;
@@ -598,6 +624,9 @@ static void mrt_conv_dw_task(void *varg, size_t task, size_t thread) {
     mrt_conv_dw_pad(p, j->x + i * p->in_pix, buf);
 #endif
     j->plane(p, buf, j->w + c * p->kvol, j->bias ? j->bias[c] : 0.0f, j->y + i * p->out_pix);
+    if (p->post.post)
+      mrt_sgemm_post(&p->post, j->res ? j->res + i * p->out_pix : NULL, 1, p->out_pix, j->y + i * p->out_pix,
+                     p->out_pix);
   }
 }
 
@@ -611,6 +640,7 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
   const float *bias =
       node->n_inputs > 2 && node->inputs[2] ? (const float *)node->inputs[2]->data : NULL;
   float *y = (float *)node->outputs[0]->data;
+  const float *res = node->n_inputs > 3 && node->inputs[3] ? (const float *)node->inputs[3]->data : NULL;
 
   if (p->path == MRT_CONV_DEPTHWISE) {
     /* On the vector ISA of the GEMM kernel prepare chose. */
@@ -633,14 +663,16 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
 #if MRT_SGEMM_AVX512
                       pad,
 #endif
-                      x, w, bias, y, (char *)scratch,
+                      x, w, bias, res, y, (char *)scratch,
                       mrt_round_up(p->s[2] * p->dw_rows * p->dw_rw * sizeof(float), 64), per_task};
     mrt_parallel_for(node->pool, tasks > 1 ? (planes + per_task - 1) / per_task : 1, mrt_conv_dw_task, &job);
     return;
   }
 
   const size_t cg = p->c_in / p->group;
-  mrt_sgemm_epilogue ep = {NULL, NULL, p->lo, p->hi};
+  mrt_sgemm_epilogue ep = p->post;
+  ep.lo = p->lo;
+  ep.hi = p->hi;
   float *xpad = (float *)((char *)scratch + p->pad_off);
   if (p->path == MRT_CONV_IM2COL && p->pad_copy) memset(xpad, 0, p->pad_floats * sizeof(float));
   for (size_t n = 0; n < p->batch; ++n)
@@ -673,6 +705,7 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
         b.pack_ctx = &ic;
       }
       ep.bias_row = bias ? bias + g * p->m : NULL;
+      ep.res = res ? res + (n * p->c_out + g * p->m) * p->out_pix : NULL;
       mrt_sgemm_mt(node->pool, p->kern, p->m, p->out_pix, p->kdim, &a, &b, 0, &ep, yg, p->out_pix, scratch);
     }
 }

@@ -95,11 +95,27 @@ typedef struct mrt_sgemm_src {
   const void *pack_ctx;
 } mrt_sgemm_src;
 
+/* An array activation y[i] = f(x[i]) (vmath.h's mrt_vmap_* functions). */
+typedef void (*mrt_sgemm_act_fn)(size_t n, const float *x, float *y);
+
 typedef struct mrt_sgemm_epilogue {
   const float *bias_row; /* m values or NULL */
   const float *bias_col; /* n values or NULL */
   float lo, hi;
+  /* FusedConv's stage after the tiles' bias and clamp (post != 0), applied
+   * to each tile just stored, on the last k block, while it is in L1: add
+   * res (C's layout, row stride ldc; NULL for none), clamp to [post_lo,
+   * post_hi], LeakyRelu by leaky_alpha (leaky != 0), then act (NULL: none). */
+  int post, leaky;
+  const float *res;
+  float post_lo, post_hi, leaky_alpha;
+  mrt_sgemm_act_fn act;
 } mrt_sgemm_epilogue;
+
+/* That stage on rows x cols of C (row stride ldc) whose residual is res (the
+ * same stride; NULL when ep->res is). */
+void mrt_sgemm_post(const mrt_sgemm_epilogue *ep, const float *res, size_t rows, size_t cols, float *c,
+                    size_t ldc);
 
 /* Floats needed for a whole packed A (m x k) / B (k x n). Inline: one
  * multiply, cheaper than a call from the Conv and Gemm cores. */
