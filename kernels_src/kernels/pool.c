@@ -305,6 +305,34 @@ static inline void pool_hrow(const pool_t *r, pool_t *y, size_t n, size_t k, siz
   }
 }
 
+/* Not hot (once per task, and windows with no input row): kept small. */
+__attribute__((noinline, cold)) static void pool_fill(pool_t *r, size_t n, pool_t v) {
+  for (size_t l = 0; l < n; l++) r[l] = v;
+}
+
+/* y = (a op b) op c over n elements, c optional; y may be a. One loop serves
+ * every tap: a 3x3 window's rows in one pass, pairs after that. */
+static inline void pool_vrow(const pool_t *a, const pool_t *b, const pool_t *c, pool_t *y, size_t n,
+                             const int is_max) {
+  size_t l = 0;
+  for (; l + POOL_HVL <= n; l += POOL_HVL) {
+    pool_hv u, v, e;
+    memcpy(&u, a + l, sizeof u);
+    memcpy(&v, b + l, sizeof v);
+    u = is_max ? MRT_VMAX(u, v) : u + v;
+    if (c) {
+      memcpy(&e, c + l, sizeof e);
+      u = is_max ? MRT_VMAX(u, e) : u + e;
+    }
+    memcpy(y + l, &u, sizeof u);
+  }
+  for (; l < n; l++) {
+    pool_t u = is_max ? (b[l] > a[l] ? b[l] : a[l]) : a[l] + b[l];
+    if (c) u = is_max ? (c[l] > u ? c[l] : u) : u + c[l];
+    y[l] = u;
+  }
+}
+
 static inline void pool_separable(const pool_params *p, const pool_t *x, pool_t *y, pool_t *row,
                                   const int is_max, size_t c0, size_t c1) {
   const size_t w = (size_t)p->in[2], hw = (size_t)p->in[1] * w, plane = hw * (size_t)p->in[0];
@@ -312,8 +340,7 @@ static inline void pool_separable(const pool_params *p, const pool_t *x, pool_t 
   const size_t ow = (size_t)p->out[2], kw = (size_t)p->k[2], sw = (size_t)p->s[2], dw = (size_t)p->dil[2];
   const pool_t fill = is_max ? NEG_INF : 0;
   /* The border is never written: filled once per task. */
-  const size_t nrow = (size_t)pool_row_len(p);
-  for (size_t l = 0; l < nrow; l++) row[l] = fill;
+  pool_fill(row, (size_t)pool_row_len(p), fill);
   pool_t *rr = row + p->pb[2];
   x += c0 * plane;
   y += c0 * (size_t)(p->out[0] * p->out[1]) * ow;
@@ -324,31 +351,14 @@ static inline void pool_separable(const pool_params *p, const pool_t *x, pool_t 
         const pool_tap th = p->tap[1][oh];
         const pool_t *base = x + (size_t)td.pos * hw + (size_t)th.pos * w;
         const int32_t nt = td.n * th.n;
-#define POOL_TAP(t) (base + (size_t)((t) / th.n) * dd + (size_t)((t) % th.n) * dh)
-#define POOL_OP(a, b) (is_max ? ((a) > (b) ? (a) : (b)) : (a) + (b))
-        /* Up to three taps a pass (3x3 windows: one pass over the row). */
-        int32_t t = 3;
-        if (nt >= 3) {
-          const pool_t *MRT_RESTRICT a = base, *MRT_RESTRICT b = POOL_TAP(1), *MRT_RESTRICT e = POOL_TAP(2);
-          for (size_t l = 0; l < w; l++) rr[l] = POOL_OP(POOL_OP(a[l], b[l]), e[l]);
-        } else if (nt == 2) {
-          const pool_t *MRT_RESTRICT a = base, *MRT_RESTRICT b = POOL_TAP(1);
-          for (size_t l = 0; l < w; l++) rr[l] = POOL_OP(a[l], b[l]);
-        } else if (nt == 1) {
+        if (nt == 1)
           memcpy(rr, base, w * sizeof(pool_t));
-        } else {
-          for (size_t l = 0; l < w; l++) rr[l] = fill;
-        }
-        for (; t + 1 < nt; t += 2) {
-          const pool_t *MRT_RESTRICT a = POOL_TAP(t), *MRT_RESTRICT b = POOL_TAP(t + 1);
-          for (size_t l = 0; l < w; l++) rr[l] = POOL_OP(rr[l], POOL_OP(a[l], b[l]));
-        }
-        if (t < nt) {
-          const pool_t *MRT_RESTRICT a = POOL_TAP(t);
-          for (size_t l = 0; l < w; l++) rr[l] = POOL_OP(rr[l], a[l]);
-        }
+        else if (nt == 0)
+          pool_fill(rr, w, fill);
+#define POOL_TAP(t) (base + (size_t)((t) / th.n) * dd + (size_t)((t) % th.n) * dh)
+        for (int32_t t = 1; t < nt; t += 2)
+          pool_vrow(t == 1 ? base : rr, POOL_TAP(t), t + 1 < nt ? POOL_TAP(t + 1) : NULL, rr, w, is_max);
 #undef POOL_TAP
-#undef POOL_OP
         pool_hrow(row, y, ow, kw, sw, dw, is_max);
 #if defined(POOL_FLOAT)
         if (!is_max)
