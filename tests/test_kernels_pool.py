@@ -98,3 +98,75 @@ def test_maxpool_indices(shape, attrs, dtype, storage_order):
 def test_averagepool(shape, attrs, include_pad):
     x = pool_input(shape, np.float32)
     check(pool_model("AveragePool", x, opset=19, count_include_pad=include_pad, **attrs), {"x": x}, exact=False)
+
+
+# --- the NEON (aarch64) and portable-vector (armv7) builds under qemu ---------------------------
+
+QEMU_GEOMETRIES = [GEOMETRIES[i] for i in (0, 1, 3, 4, 5, 6, 9, 13, 14)]
+
+
+def arm_pool_model():
+    """Every QEMU_GEOMETRIES pool on each element type (and float AveragePool both ways,
+    MaxPool with Indices), one input per node; output shapes from onnxruntime."""
+    nodes, feeds, outs = [], {}, []
+    for g, (shape, attrs) in enumerate(QEMU_GEOMETRIES):
+        for dt, tag in ((np.float32, "f"), (np.uint8, "u"), (np.int8, "s")):
+            x = f"x{tag}{g}"
+            feeds[x] = pool_input(shape, dt)
+            nodes.append(helper.make_node("MaxPool", [x], [f"max_{tag}{g}"], **attrs))
+            outs.append(f"max_{tag}{g}")
+            if len(shape) == 4 and "dilations" not in attrs and g % 2 == 0:
+                nodes.append(helper.make_node("MaxPool", [x], [f"maxv_{tag}{g}", f"maxi_{tag}{g}"],
+                                              storage_order=g // 2 % 2, **attrs))
+                outs += [f"maxv_{tag}{g}", f"maxi_{tag}{g}"]
+        for inc in (0, 1):
+            nodes.append(helper.make_node("AveragePool", [f"xf{g}"], [f"avg{inc}_{g}"], count_include_pad=inc, **attrs))
+            outs.append(f"avg{inc}_{g}")
+    inputs = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+              for k, v in feeds.items()]
+
+    def model(outputs):
+        m = helper.make_model(helper.make_graph(nodes, "arm_pools", inputs, outputs),
+                              opset_imports=[helper.make_opsetid("", 19)])
+        m.ir_version = 9
+        return m
+
+    def elem(o):
+        tag = o.split("_")[1][0] if o.startswith("max") else "f"
+        return (onnx.TensorProto.INT64 if o.startswith("maxi") else
+                {"f": onnx.TensorProto.FLOAT, "u": onnx.TensorProto.UINT8, "s": onnx.TensorProto.INT8}[tag])
+
+    probe = model([helper.make_tensor_value_info(o, elem(o), None) for o in outs])
+    refs = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    typed = [helper.make_tensor_value_info(o, helper.np_dtype_to_tensor_dtype(r.dtype), r.shape)
+             for o, r in zip(outs, refs)]
+    return model(typed), feeds, refs
+
+
+@pytest.fixture(scope="module")
+def arm_pools(tmp_path_factory):
+    from test_android import build_runners, qemu_for
+    for arch in ("qemu-aarch64", "qemu-armv7"):
+        qemu_for(arch)
+    root = tmp_path_factory.mktemp("arm-pools")
+    (root / "models").mkdir()
+    model, feeds, refs = arm_pool_model()
+    onnx.save(model, root / "models" / "pools.onnx")
+    mrt, runners, _ = build_runners(root / "models", root / "out", keys=["qemu-aarch64", "qemu-armv7"])
+    for r in runners.values():  # a runner restored from the build cache can come back without its x bit
+        r.chmod(r.stat().st_mode | 0o111)
+    return model, feeds, refs, mrt["pools"], runners
+
+
+@pytest.mark.parametrize("arch", ["qemu-aarch64", "qemu-armv7"])
+def test_pools_under_qemu(arm_pools, arch, tmp_path):
+    from test_android import run_under_qemu
+    model, feeds, refs, mrt, runners = arm_pools
+    raw = run_under_qemu(arch, runners[arch], mrt, [feeds[i.name] for i in model.graph.input], tmp_path)
+    assert len(raw) == len(refs)
+    for o, r, want in zip(model.graph.output, raw, refs):
+        got = np.frombuffer(r, dtype=want.dtype).reshape(want.shape)
+        if o.name.startswith("avg"):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"{arch} {o.name}")
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=f"{arch} {o.name}")
