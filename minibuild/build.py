@@ -88,7 +88,8 @@ def _object_list(target: Target, registry: Registry, manifest: Manifest, gen: Pa
 
 
 def plan_target(target: Target, registry: Registry, manifest: Manifest, build_root: Path,
-                messages: bool = True, gen: Path | None = None, threads: bool = True) -> tuple[dict, TargetBuild]:
+                messages: bool = True, gen: Path | None = None, threads: bool = True,
+                tune: str = "speed") -> tuple[dict, TargetBuild]:
     """The SCons plan of one target. `gen` is the folder codegen.render wrote the
     kernel table and config.h into (shared by every target of a build, since they
     depend only on the manifest); a caller that plans one target alone may leave it
@@ -96,7 +97,7 @@ def plan_target(target: Target, registry: Registry, manifest: Manifest, build_ro
     tdir = build_root / target.name
     if gen is None:
         gen = build_root / "gen"
-        codegen.render(registry, manifest, gen, messages=messages, threads=threads)
+        codegen.render(registry, manifest, gen, messages=messages, threads=threads, tune=tune)
     src = resources.path("kernels_src")
     # No absolute path may reach an artifact (DWARF of the .debug twin included):
     # sources, the target dir and the compiler's working directory are mapped.
@@ -110,7 +111,7 @@ def plan_target(target: Target, registry: Registry, manifest: Manifest, build_ro
     extra = platform.extra_objects(target) if hasattr(platform, "extra_objects") else []
     for o in _object_list(target, registry, manifest, gen) + extra:
         source = o["source"] if os.path.isabs(o["source"]) else str(tdir / o["source"])
-        flags = target.cflags(o["speed"]) + prefix_map + list(o.get("cflags", ())) + [f"-D{d}" for d in o["defines"]]
+        flags = target.cflags(o["speed"] and tune == "speed") + prefix_map + list(o.get("cflags", ())) + [f"-D{d}" for d in o["defines"]]
         objects.append({"source": source, "target": o["target"], "flags": flags, "label": o["label"]})
         roles[o["target"]] = tuple(o["role"])
     links = platform.link_steps(target, tdir)

@@ -18,7 +18,7 @@ from pathlib import Path
 from . import __version__, platforms as platforms_mod
 from .errors import MinibuildError
 from . import workspace as workspace_mod
-from .options import Options, parse_fix_dims, parse_headers, parse_input_shapes
+from .options import TUNES, Options, parse_fix_dims, parse_headers, parse_input_shapes
 
 COMMANDS = ("build", "scan", "verify", "size", "query", "cache")
 
@@ -68,8 +68,14 @@ def parser(command: str) -> argparse.ArgumentParser:
         p.add_argument("-j", "--jobs", type=int, help="parallel compile jobs (default: CPU count)")
         p.add_argument("--verbose", action="store_true", help="print full compiler command lines")
         p.add_argument("--no-messages", action="store_true", help="compile error messages out of the runtime (smaller)")
-        p.add_argument("--no-threads", action="store_true",
-                       help="build without the thread pool (no pthreads; sessions run on the caller's thread)")
+        pool = p.add_mutually_exclusive_group()
+        pool.add_argument("--no-threads", action="store_true",
+                          help="build without the thread pool (no pthreads; sessions run on the caller's thread)")
+        pool.add_argument("--threads", action="store_true",
+                          help="build the thread pool in (the default, except with --tune size)")
+        p.add_argument("--tune", choices=TUNES, default=None,
+                       help="speed (default): -O2 and the wider SIMD variants for the kernels where bytes buy speed; "
+                       "size: every object -Os, baseline variants only (the smallest library)")
         p.add_argument("--package-version", default="0.1.0", help="version of the packages written (default: 0.1.0)")
         p.add_argument("--android-name", default="minirt", help="Android: AAR name, OUT/dist/NAME-VERSION.aar")
         p.add_argument("--android-package", default="ai.minibuild.minirt",
@@ -127,7 +133,8 @@ def main(argv=None) -> int:
                        fixed_dims=parse_fix_dims(args.fix_dim), input_shapes=parse_input_shapes(args.input_shape),
                        jobs=getattr(args, "jobs", None), verbose=getattr(args, "verbose", False),
                        messages=not getattr(args, "no_messages", False),
-                       threads=not getattr(args, "no_threads", False),
+                       threads=_threads(args),
+                       tune=getattr(args, "tune", None) or "speed",
                        package_version=getattr(args, "package_version", "0.1.0"),
                        android_name=getattr(args, "android_name", "minirt"),
                        android_package=getattr(args, "android_package", "ai.minibuild.minirt"),
@@ -202,8 +209,10 @@ def _build_workspace(args) -> int:
         opts.remote_read_only = args.remote_read_only
         if args.no_messages:
             opts.messages = False
-        if args.no_threads:
-            opts.threads = False
+        if _threads(args) is not None:
+            opts.threads = _threads(args)
+        if args.tune:
+            opts.tune = args.tune
         try:
             options_mod.check(opts)
         except ValueError as e:
@@ -220,6 +229,13 @@ def _run_build(opts):
 
 
 # Options that change nothing a build writes: not part of the no-op stamp's key.
+def _threads(args) -> bool | None:
+    """--threads / --no-threads; None when neither is given (the tune decides)."""
+    if getattr(args, "no_threads", False):
+        return False
+    return True if getattr(args, "threads", False) else None
+
+
 _NOT_IN_KEY = ("jobs", "verbose", "profile", "remote_cache", "remote_headers", "remote_read_only")
 
 

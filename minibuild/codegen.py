@@ -49,7 +49,7 @@ def _banner(template: str, registry: Registry, used: list[str]) -> str:
 
 
 def render(registry: Registry, manifest: Manifest, gen_dir: Path, messages: bool = True,
-           threads: bool = True) -> list[Path]:
+           threads: bool = True, tune: str = "speed") -> list[Path]:
     """A cached action (minibuild/actions.py): keyed by the templates' bytes, the kernel
     table's rows (the registry entries the manifest selects), the manifest hash, the
     element-type table, the options and jinja2's version."""
@@ -62,11 +62,12 @@ def render(registry: Registry, manifest: Manifest, gen_dir: Path, messages: bool
             banner=_banner("registry.c.j2", registry, used), rows=table, manifest_hash=manifest.hash,
             dtypes=dtypes.TABLE)
         config_h = env.get_template("config.h.j2").render(
-            banner=_banner("config.h.j2", registry, []), messages=messages, threads=threads)
+            banner=_banner("config.h.j2", registry, []), messages=messages, threads=threads,
+            tune=tune)
         return {"registry.c": registry_c.encode(), "config.h": config_h.encode()}
     templates = sorted(resources.path("templates").glob("*.j2"))
     out = actions.cached("codegen", "registry.c + config.h",
                          [actions.files_digest(templates, root=resources.path("templates")), repr(table), manifest.hash, repr(dtypes.TABLE), used,
-                          messages, threads, jinja2.__version__], make)
+                          messages, threads, tune, jinja2.__version__], make)
     gen_dir = Path(gen_dir)
     return [write_if_changed(gen_dir / name, out[name]) for name in ("registry.c", "config.h")]

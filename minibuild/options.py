@@ -11,6 +11,13 @@ from pathlib import Path
 from .errors import MinibuildError
 
 
+# --tune: `speed` compiles the registry's `speed` kernels with -O2 and keeps their
+# wider SIMD variants (AVX-512 where the target may have it); `size` compiles every
+# object with -Os and only the baseline variant of each kernel, and leaves the thread
+# pool out unless threads are asked for (--threads).
+TUNES = ("speed", "size")
+
+
 @dataclass
 class Options:
     models: Path
@@ -22,7 +29,8 @@ class Options:
     jobs: int | None = None
     verbose: bool = False
     messages: bool = True
-    threads: bool = True                           # False: no thread pool, no pthreads (--no-threads)
+    threads: bool | None = None                    # the thread pool; None: as tune says (speed: yes, size: no)
+    tune: str = "speed"                            # speed: -O2 and SIMD variants for `speed` kernels; size: -Os only
     android_name: str = "minirt"                   # Android: OUT/dist/<android_name>-<package_version>.aar
     android_package: str = "ai.minibuild.minirt"   # Android: the AAR manifest's package (namespace)
     package_version: str = "0.1.0"                 # version written into packages (AAR, prefab)
@@ -108,6 +116,10 @@ def check(opts: Options) -> tuple[list[str], dict[str, list]]:
     """Every option a build reads, checked before anything is scanned or written:
     platforms, ABIs, -j, and each platform's packaging options (names, versions)."""
     from . import platforms
+    if opts.tune not in TUNES:
+        raise ValueError(f"--tune {opts.tune}: expected one of {', '.join(TUNES)}")
+    if opts.threads is None:
+        opts.threads = opts.tune == "speed"
     if opts.jobs is not None and opts.jobs < 1:
         raise ValueError(f"-j {opts.jobs}: expected a number of parallel jobs >= 1")
     url = opts.remote_cache

@@ -162,12 +162,13 @@ def _stage(opts: Options, names, wanted, prof, label: str | None = None) -> _Sta
     # codegen: the kernel table and config.h depend on the manifest only, so every target shares them.
     gen = out / "build" / "gen"
     with prof.span("codegen", "codegen"):
-        codegen.render(result.registry, result.manifest, gen, messages=opts.messages, threads=opts.threads)
+        codegen.render(result.registry, result.manifest, gen, messages=opts.messages, threads=opts.threads,
+                       tune=opts.tune)
     # A target two platforms share (python's wheels reuse linux's libraries) compiles once.
     targets = list({t.name: t for p in names for t in wanted[p]}.values())
     plans, builds = [], []
     for t in targets:
-        plan, tb = build.plan_target(t, result.registry, result.manifest, out / "build", gen=gen)
+        plan, tb = build.plan_target(t, result.registry, result.manifest, out / "build", gen=gen, tune=opts.tune)
         if label:
             plan["name"] = f"{label}/{plan['name']}"
         plans.append(plan)

@@ -28,7 +28,7 @@ import jsonschema
 import yaml
 
 from .errors import MinibuildError
-from .options import Options
+from .options import TUNES, Options
 
 FILE_NAME = "minibuild.yaml"
 
@@ -52,6 +52,9 @@ _TARGET = {
                          "additionalProperties": {"type": "array", "minItems": 1,
                                                   "items": {"type": "integer", "minimum": 0}}},
         "messages": {"type": "boolean", "description": "false: compile error messages out (as --no-messages)"},
+        "threads": {"type": "boolean", "description": "false: no thread pool, no pthreads (as --no-threads)"},
+        "tune": {"enum": list(TUNES), "description": "speed (default) or size (as --tune; size leaves the thread pool "
+                 "out unless threads: true)"},
         "package_version": {"type": "string", "minLength": 1},
         "android_name": {"type": "string", "minLength": 1},
         "android_package": {"type": "string", "minLength": 1},
@@ -148,7 +151,8 @@ def load(path: Path) -> Workspace:
             platforms=list(t.get("platforms", ["linux"])), abis=t.get("abis"),
             fixed_dims=dict(t.get("fix_dims", {})),
             input_shapes={k: tuple(v) for k, v in t.get("input_shapes", {}).items()},
-            jobs=doc.get("jobs"), messages=t.get("messages", True),
+            jobs=doc.get("jobs"), messages=t.get("messages", True), threads=t.get("threads"),
+            tune=t.get("tune", "speed"),
             package_version=t.get("package_version", "0.1.0"),
             android_name=t.get("android_name", "minirt"), android_package=t.get("android_package", "ai.minibuild.minirt"),
             android_prefab=t.get("android_prefab", "separate"),

@@ -84,3 +84,38 @@ def test_binding_rejects_bad_feeds(mobilenet_build, bad):
             s.run(None, {})
         else:
             s.run(None, {"input": np.zeros((1, 3, 10, 10), np.float32)})
+
+
+def test_tune_size_compiles_every_object_for_size_and_still_matches(mobilenet_build, mobilenet_dir, tmp_path):
+    """--tune size: every compile is -Os (none -O2), config.h says MRT_TUNE_SIZE 1 and
+    leaves the thread pool out, the library is smaller than the default --tune speed
+    one, and MobileNetV2 still matches onnxruntime."""
+    out = tmp_path / "out"
+    assert cli.main(["--models", str(mobilenet_dir), "--out", str(out), "--abi", toolchain.host_abi(),
+                     "--tune", "size"]) == 0
+    plans = {o: json.loads((o / "build" / "plan.json").read_text())
+             for o in (out, mobilenet_build.targets[0].dir.parent.parent)}
+    flags = {o: [f for t in p["targets"] for obj in t["objects"] for f in obj["flags"]] for o, p in plans.items()}
+    assert "-O2" not in flags[out] and "-Os" in flags[out]
+    default_out = mobilenet_build.targets[0].dir.parent.parent
+    assert "-O2" in flags[default_out]  # the speed kernels (GEMM, Conv) of the default build
+    size_cfg, speed_cfg = ((o / "build" / "gen" / "config.h").read_text() for o in (out, default_out))
+    assert "#define MRT_TUNE_SIZE 1" in size_cfg and "#define MRT_ENABLE_THREADS 0" in size_cfg
+    assert "#define MRT_TUNE_SIZE 0" in speed_cfg and "#define MRT_ENABLE_THREADS 1" in speed_cfg
+    lib = f"linux/{toolchain.host_abi()}/lib/libminirt.so"
+    assert (out / lib).stat().st_size < (default_out / lib).stat().st_size
+    rc, doc = _verify(mobilenet_dir, out, tmp_path)
+    assert rc == 0 and doc["models"][0]["outputs"][0]["ok"]
+
+
+def test_tune_size_with_threads_keeps_the_pool(classifier_dir, tmp_path):
+    out = tmp_path / "out"
+    assert cli.main(["--models", str(classifier_dir), "--out", str(out), "--abi", toolchain.host_abi(),
+                     "--tune", "size", "--threads"]) == 0
+    assert "#define MRT_ENABLE_THREADS 1" in (out / "build" / "gen" / "config.h").read_text()
+
+
+def test_tune_rejects_an_unknown_value(mobilenet_dir, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--models", str(mobilenet_dir), "--out", str(tmp_path / "o"), "--tune", "fast"])
+    assert "invalid choice: 'fast'" in capsys.readouterr().err
