@@ -466,3 +466,12 @@ def test_quantised_groups_left_in_float_are_reported(work):
     assert "| net | `softmax0` | Softmax | minirt has no quantised Softmax |" in md
     assert "warning: model net, node 'softmax0': quantised Softmax stays float: minirt has no quantised Softmax" \
         in " ".join(err.getvalue().split())
+
+
+def test_report_names_no_folder_of_this_machine(first, work):
+    """Reports are shared across machines (history, dashboards): object paths in them are
+    relative to the build, external objects (compiler_rt, libc archives) by file name."""
+    text = json.dumps(first[1])
+    assert str(work) not in text and str(Path.home()) + "/" not in text
+    externals = [c for a in first[1]["artifacts"] for c in a["components"] if c["kind"] == "external"]
+    assert all("/" not in o for c in externals for o in c["objects"]), externals

@@ -273,8 +273,10 @@ def _attribute_section_by_map(ledger: Ledger, objs: _Objects, img: binfmt.Image,
             label = isec.symbols[0][0] if len(isec.symbols) == 1 else isec.section
             ledger.give(objs.comp[rel], sec.name, size, label)
         else:
-            base = Path(isec.file.split("(")[0]).name
-            ledger.give(Component("external:" + base, "external", base, objects=[isec.file]), sec.name, size, isec.section)
+            path, member = isec.file.partition("(")[::2]
+            base = Path(path).name  # no folder of this machine goes into the report
+            ledger.give(Component("external:" + base, "external", base,
+                                  objects=[base + (f"({member}" if member else "")]), sec.name, size, isec.section)
         cursor = start + size
     if end_of_sec > cursor:
         gap = end_of_sec - cursor

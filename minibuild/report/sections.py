@@ -10,6 +10,7 @@ ELF objects only; where there is no map (Mach-O) the report counts whole objects
 from __future__ import annotations
 
 import io
+import struct
 from collections import defaultdict
 from pathlib import Path
 
@@ -69,6 +70,19 @@ def _string_at(pool: bytes, addend: int) -> bytes | None:
     return None
 
 
+def _relocations(elf, rsec):
+    """(symbol index, addend) of each entry of a REL/RELA section, read straight from
+    its bytes (the ELF layouts are fixed; pyelftools' per-entry parse is the slow part
+    of a size report). REL entries carry no addend: 0, as pyelftools gives."""
+    rela = rsec["sh_type"] == "SHT_RELA"
+    wide = elf.elfclass == 64
+    fmt = ("<" if elf.little_endian else ">") + {(True, True): "QQq", (True, False): "QQ",
+                                                 (False, True): "IIi", (False, False): "II"}[wide, rela]
+    shift = 32 if wide else 8
+    for entry in struct.iter_unpack(fmt, rsec.data()):
+        yield entry[1] >> shift, entry[2] if rela else 0
+
+
 def build(objects: dict[str, Path], kept: list[tuple[str, str, int]], exported: set[str]) -> SectionGraph | None:
     """objects: id -> object file; kept: (object id, input section, bytes) from the map;
     exported: the library's exported symbol names. None when an object is not ELF."""
@@ -101,26 +115,30 @@ def build(objects: dict[str, Path], kept: list[tuple[str, str, int]], exported: 
             if sym.name and isinstance(shndx, int) and shndx and sym["st_info"]["bind"] != "STB_LOCAL":
                 defs.setdefault(sym.name, (obj, names[shndx]))
     for obj, (elf, names, pools) in parsed.items():
+        symbols = {}  # symtab index -> [(name, shndx, value)], each table parsed once
         for rsec in elf.iter_sections():
             if rsec["sh_type"] not in ("SHT_RELA", "SHT_REL") or rsec["sh_info"] not in names:
                 continue
             src = (obj, names[rsec["sh_info"]])
-            symtab = elf.get_section(rsec["sh_link"])
-            for r in rsec.iter_relocations():
-                sym = symtab.get_symbol(r["r_info_sym"])
-                shndx = sym["st_shndx"]
+            link = rsec["sh_link"]
+            if link not in symbols:
+                symbols[link] = [(sym.name, sym["st_shndx"], sym["st_value"])
+                                 for sym in elf.get_section(link).iter_symbols()]
+            table = symbols[link]
+            for sym_index, addend in _relocations(elf, rsec):
+                name, shndx, value = table[sym_index]
                 if isinstance(shndx, int) and shndx in pools:
-                    got = _string_at(pools[shndx], sym["st_value"] + r.entry.get("r_addend", 0))
+                    got = _string_at(pools[shndx], value + addend)
                     if got:
                         g.strings[src].add(got)
                     continue
                 if isinstance(shndx, int) and shndx:
                     dst = (obj, names[shndx])
-                elif sym.name in defs:
-                    dst = defs[sym.name]
+                elif name in defs:
+                    dst = defs[name]
                 else:
-                    if sym.name:
-                        g.imports[src].add(sym.name)
+                    if name:
+                        g.imports[src].add(name)
                     continue
                 if dst != src:
                     g.edges[src].add(dst)
