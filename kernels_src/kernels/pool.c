@@ -275,28 +275,27 @@ static inline pool_hv pool_even(const pool_t *r) {
 #endif
 }
 
-/* y[o] = op over r[o * s + l * d], l < k, for o < n. */
+/* y[o] = op over r[o * s + l * d], l < k, for o < n. A row of n >= POOL_HVL ends on
+ * a vector overlapping the one before (outputs are a function of r alone), so
+ * only shorter rows and other strides run the scalar loop. */
 static inline void pool_hrow(const pool_t *r, pool_t *y, size_t n, size_t k, size_t s, size_t d, const int is_max) {
   size_t o = 0;
-  if (s == 1)
-    for (; o + POOL_HVL <= n; o += POOL_HVL) {
+  if (n >= POOL_HVL && s <= 2) {
+    for (;; o += POOL_HVL) {
+      if (o + POOL_HVL > n) o = n - POOL_HVL;
       pool_hv m, v;
-      memcpy(&m, r + o, sizeof m);
+      if (s == 1) memcpy(&m, r + o, sizeof m);
+      else m = pool_even(r + 2 * o);
       for (size_t l = 1; l < k; l++) {
-        memcpy(&v, r + o + l * d, sizeof v);
+        if (s == 1) memcpy(&v, r + o + l * d, sizeof v);
+        else v = pool_even(r + 2 * o + l * d);
         m = is_max ? MRT_VMAX(m, v) : m + v;
       }
       memcpy(y + o, &m, sizeof m);
+      if (o + POOL_HVL >= n) break;
     }
-  else if (s == 2)
-    for (; o + POOL_HVL <= n; o += POOL_HVL) {
-      pool_hv m = pool_even(r + 2 * o);
-      for (size_t l = 1; l < k; l++) {
-        const pool_hv v = pool_even(r + 2 * o + l * d);
-        m = is_max ? MRT_VMAX(m, v) : m + v;
-      }
-      memcpy(y + o, &m, sizeof m);
-    }
+    return;
+  }
   for (; o < n; o++) {
     const pool_t *w = r + o * s;
     pool_t m = w[0];
@@ -311,21 +310,30 @@ __attribute__((noinline, cold)) static void pool_fill(pool_t *r, size_t n, pool_
 }
 
 /* y = (a op b) op c over n elements, c optional; y may be a. One loop serves
- * every tap: a 3x3 window's rows in one pass, pairs after that. */
+ * every tap: a 3x3 window's rows in one pass, pairs after that. Max is
+ * idempotent, so its row ends on a vector overlapping the one before (in place
+ * too); a sum's tail runs the scalar loop. */
 static inline void pool_vrow(const pool_t *a, const pool_t *b, const pool_t *c, pool_t *y, size_t n,
                              const int is_max) {
   size_t l = 0;
-  for (; l + POOL_HVL <= n; l += POOL_HVL) {
-    pool_hv u, v, e;
-    memcpy(&u, a + l, sizeof u);
-    memcpy(&v, b + l, sizeof v);
-    u = is_max ? MRT_VMAX(u, v) : u + v;
-    if (c) {
-      memcpy(&e, c + l, sizeof e);
-      u = is_max ? MRT_VMAX(u, e) : u + e;
+  if (n >= POOL_HVL)
+    for (;; l += POOL_HVL) {
+      if (is_max && l + POOL_HVL > n) l = n - POOL_HVL;
+      else if (l + POOL_HVL > n) break;
+      pool_hv u, v, e;
+      memcpy(&u, a + l, sizeof u);
+      memcpy(&v, b + l, sizeof v);
+      u = is_max ? MRT_VMAX(u, v) : u + v;
+      if (c) {
+        memcpy(&e, c + l, sizeof e);
+        u = is_max ? MRT_VMAX(u, e) : u + e;
+      }
+      memcpy(y + l, &u, sizeof u);
+      if (l + POOL_HVL >= n) {
+        l = n;
+        break;
+      }
     }
-    memcpy(y + l, &u, sizeof u);
-  }
   for (; l < n; l++) {
     pool_t u = is_max ? (b[l] > a[l] ? b[l] : a[l]) : a[l] + b[l];
     if (c) u = is_max ? (c[l] > u ? c[l] : u) : u + c[l];
