@@ -463,9 +463,15 @@ def _activation(g: Graph, node):
     return None
 
 
+# FusedConv's activations are clamps (and LeakyRelu); FusedConvAct's run vmath's
+# array functions: two ops, so a build that only clamps carries none of that code.
+_CONV_ACT_OP = {"Relu": "FusedConv", "Clip": "FusedConv", "LeakyRelu": "FusedConv",
+                "Sigmoid": "FusedConvAct", "SiLU": "FusedConvAct", "HardSwish": "FusedConvAct"}
+
+
 def _conv_activation(g: Graph, node):
-    """(name, params) if `node` is an activation FusedConv implements: those of
-    `_activation`, LeakyRelu, Sigmoid, HardSwish and ai.minibuild's SiLU."""
+    """(name, params) if `node` is an activation FusedConv / FusedConvAct implement:
+    those of `_activation`, LeakyRelu, Sigmoid, HardSwish and ai.minibuild's SiLU."""
     if node.domain == _MINIBUILD and node.op_type == "SiLU":
         return ("SiLU", [])
     if node.domain != "":
@@ -479,20 +485,18 @@ def _conv_activation(g: Graph, node):
 
 def fuse_conv_epilogue(g: Graph, available: set[tuple[str, str]]) -> bool:
     """Conv -> Add (a residual of the same shape) [-> activation] and Conv -> activation
-    (Relu, Clip, LeakyRelu, Sigmoid, HardSwish, SiLU) -> one FusedConv (ai.minibuild),
-    when every intermediate value is used only inside the pattern. The residual becomes
-    FusedConv's input 3 (attribute residual = 1), added before the activation as the
-    graph does; the fused node takes the last node's place (the residual may be
-    computed after the Conv)."""
-    if (_MINIBUILD, "FusedConv") not in available:
-        return False
+    (Relu, Clip, LeakyRelu: FusedConv; Sigmoid, HardSwish, SiLU: FusedConvAct, both
+    ai.minibuild) -> one node, when every intermediate value is used only inside the
+    pattern. The residual becomes input 3 (attribute residual = 1), added before the
+    activation as the graph does; the fused node takes the last node's place (the
+    residual may be computed after the Conv) and the Conv's name."""
     changed = False
     for conv in list(g.nodes):
         if conv not in g.nodes or conv.domain != "" or conv.op_type != "Conv" or not _is_f32(g, conv.output[0]):
             continue
         out, nodes, residual = conv.output[0], [conv], None
         nxt = _single_consumer(g, out)
-        if nxt is not None and nxt.domain == "" and nxt.op_type == "Add":
+        if nxt is not None and nxt.domain == "" and nxt.op_type == "Add" and (_MINIBUILD, "FusedConv") in available:
             other = _other(nxt, out)
             shape = g.value_info.get(out, (0, None))[1]
             if (other is not None and other != out and shape is not None and _is_f32(g, other)
@@ -502,9 +506,12 @@ def fuse_conv_epilogue(g: Graph, available: set[tuple[str, str]]) -> bool:
                 nodes.append(nxt)
                 nxt = _single_consumer(g, out)
         spec = _conv_activation(g, nxt) if nxt is not None else None
-        if spec is not None:
+        op = _CONV_ACT_OP[spec[0]] if spec is not None else "FusedConv"
+        if spec is not None and (_MINIBUILD, op) in available:
             nodes.append(nxt)
             out = nxt.output[0]
+        else:
+            spec, op = None, "FusedConv"
         if len(nodes) == 1:
             continue
         inputs = list(conv.input) + [""] * (3 - len(conv.input))
@@ -512,7 +519,7 @@ def fuse_conv_epilogue(g: Graph, available: set[tuple[str, str]]) -> bool:
             inputs.append(residual)
         while inputs and not inputs[-1]:
             inputs.pop()
-        fused = helper.make_node("FusedConv", inputs, [out], domain=_MINIBUILD)
+        fused = helper.make_node(op, inputs, [out], name=conv.name, domain=_MINIBUILD)
         fused.attribute.extend(conv.attribute)
         if spec is not None:
             fused.attribute.append(helper.make_attribute("activation", spec[0]))
@@ -520,7 +527,14 @@ def fuse_conv_epilogue(g: Graph, available: set[tuple[str, str]]) -> bool:
                 fused.attribute.append(helper.make_attribute("activation_params", spec[1]))
         if residual is not None:
             fused.attribute.append(helper.make_attribute("residual", 1))
-        _replace_pattern(g, nodes, fused)
+        for n in nodes[:-1]:
+            g.value_info.pop(n.output[0], None)
+        g.nodes[g.nodes.index(nodes[-1])] = fused
+        for n in nodes[:-1]:
+            g.nodes.remove(n)
+        g.touch()
+        g.absorb(fused.name, f"{' + '.join(n.op_type for n in nodes)} fused into {op}", nodes)
+        g.log.append(f"fused {' + '.join(f'{n.op_type} {n.name}' for n in nodes)} into {op}")
         changed = True
     if changed:
         g.opsets.setdefault(_MINIBUILD, 1)
@@ -534,7 +548,7 @@ def fuse_activations(g: Graph, available: set[tuple[str, str]]) -> bool:
         if base.domain != "" or base.op_type not in ("Conv", "Gemm"):
             continue
         if base.op_type == "Conv" and (_MINIBUILD, "FusedConv") in available:
-            continue  # fuse_conv_epilogue's
+            continue  # fuse_conv_epilogue fused these
         fused_op = "Fused" + base.op_type
         if (_MINIBUILD, fused_op) not in available:
             continue

@@ -97,6 +97,10 @@ def pattern_nodes(pattern, out="y"):
     raise ValueError(pattern)
 
 
+FUSED = {"FusedConv", "FusedConvAct"}
+# The op each pattern fuses into: FusedConvAct for the vmath activations.
+FUSED_OP = {"silu": "FusedConvAct", "hardswish": "FusedConvAct", "sigmoid": "FusedConvAct",
+            "add_hardswish": "FusedConvAct"}
 PATTERNS = ["add", "add_relu", "add_clip", "silu", "hardswish", "sigmoid", "leakyrelu", "add_hardswish"]
 FUSED_AWAY = {"Add", "Relu", "Clip", "Sigmoid", "Mul", "HardSwish", "LeakyRelu", "SiLU"}
 
@@ -134,7 +138,7 @@ def conv_case(conv, pattern, second_consumer=False, bias=True, seed=None):
 def test_pattern_fuses_and_matches(conv, pattern):
     model, feeds = conv_case(conv, pattern, bias=conv != "grouped", seed=11)
     g = optimised(model, feeds)
-    assert ops_of(g) == [("ai.minibuild", "FusedConv")], ops_of(g)
+    assert ops_of(g) == [("ai.minibuild", FUSED_OP.get(pattern, "FusedConv"))], ops_of(g)
     fused = g.nodes[0]
     assert (len(fused.input) == 4) == pattern.startswith("add")
     # Provenance: the fused node stands for every node of the pattern.
@@ -145,7 +149,7 @@ def test_pattern_fuses_and_matches(conv, pattern):
     # y: the epilogue runs the standalone kernels' arithmetic.
     plain, pfeeds = conv_case(conv, pattern, second_consumer=True, bias=conv != "grouped", seed=11)
     plain_ops = {op for _, op in ops_of(optimised(plain, pfeeds))}
-    assert "FusedConv" not in plain_ops and plain_ops & FUSED_AWAY
+    assert not plain_ops & FUSED and plain_ops & FUSED_AWAY
     unfused = testing.run_with_minirt(plain, pfeeds)[0]
     np.testing.assert_allclose(got[0], unfused, rtol=1e-6, atol=1e-7)
 
@@ -154,7 +158,7 @@ def test_pattern_fuses_and_matches(conv, pattern):
 def test_second_consumer_blocks_fusion(pattern):
     model, feeds = conv_case("3x3", pattern, second_consumer=True)
     ops = [op for _, op in ops_of(optimised(model, feeds))]
-    assert ops[0] == "Conv" and "FusedConv" not in ops
+    assert ops[0] == "Conv" and not set(ops) & FUSED
     assert set(ops) & FUSED_AWAY  # the Add / activation kernels are still needed
     check_ort(model, feeds)
 
@@ -316,3 +320,30 @@ def test_mobilenet_v3_like_blocks():
     assert "HardSwish" not in ops and "Add" not in ops and "LeakyRelu" not in ops and "SiLU" not in ops, ops
     assert "Sigmoid" not in ops and ops.count("Conv") == 1 and "HardSigmoid" in ops, ops
     check_ort(model, feeds)
+
+
+def _fused_by_hand(op, activation=None, residual=1, r_shape=(1, 8, 6, 6)):
+    """A FusedConv / FusedConvAct node written directly (as a corrupt or hand-made model would)."""
+    feeds = {"x": randn(1, 8, 6, 6), "r": randn(*r_shape)}
+    attrs = {"residual": residual, **({"activation": activation} if activation else {})}
+    node = helper.make_node(op, ["x", "w", "", "r"], ["y"], domain="ai.minibuild", **attrs)
+    graph = helper.make_graph([node], "hand",
+                              [helper.make_tensor_value_info(k, TensorProto.FLOAT, v.shape) for k, v in feeds.items()],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 6, 6])],
+                              [numpy_helper.from_array(randn(8, 8, 1, 1), "w")])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.minibuild", 1)])
+    m.ir_version = 8
+    return m, feeds
+
+
+@pytest.mark.parametrize("op,activation,residual,r_shape,message", [
+    ("FusedConv", "Relu", 1, (1, 8, 3, 6), "residual \\(input 3\\) must have Y's shape"),
+    ("FusedConv", "Relu", 2, (1, 8, 6, 6), "residual must be 0 or 1"),
+    ("FusedConvAct", "Relu", 0, (1, 8, 6, 6), "attribute activation='Relu' not supported"),
+])
+def test_bad_fused_nodes_are_refused_by_name(op, activation, residual, r_shape, message):
+    model, feeds = _fused_by_hand(op, activation, residual, r_shape)
+    import minirt
+    with pytest.raises(Exception, match=message) as err:
+        testing.run_with_minirt(model, feeds)
+    assert op in str(err.value)

@@ -347,6 +347,33 @@ MRT_DW_PLANE(mrt_conv_dw_plane__avx512, __attribute__((target("avx512f,avx2,fma"
 MRT_DW_PLANE(mrt_conv_dw_plane, , mrt_v4f, 4)
 #endif
 
+/*
+ * FusedConv's stage after the tiles' (or a depthwise plane's) bias: the
+ * residual, the clamp that follows it, LeakyRelu, then an array activation;
+ * run on each block just stored, while it is in L1, instead of a pass over
+ * the whole tensor per op. (acc + bias) + residual, as the unfused graph
+ * adds them, and the activation is the standalone kernel's function: the
+ * outputs are those of the unfused path.
+ */
+static void mrt_conv_post(const mrt_sgemm_epilogue *ep, size_t i, size_t j, size_t rows, size_t cols, float *c,
+                          size_t ldc) {
+  const float lo = ep->post_lo, hi = ep->post_hi, alpha = ep->leaky_alpha;
+  const float *res = ep->res ? ep->res + i * ldc + j : NULL;
+  for (size_t r = 0; r < rows; ++r) {
+    float *row = c + r * ldc;
+    if (res) {
+      const float *s = res + r * ldc;
+      for (size_t t = 0; t < cols; ++t) {
+        const float x = row[t] + s[t];
+        row[t] = x < lo ? lo : (x > hi ? hi : x);
+      }
+    }
+    if (ep->leaky)
+      for (size_t t = 0; t < cols; ++t) row[t] = row[t] < 0.0f ? row[t] * alpha : row[t];
+    if (ep->act) ep->act(cols, row, row);
+  }
+}
+
 MRT_PREPARE_CODE
 static int mrt_conv_int_attr_list(mrt_ctx *ctx, const mrt_node *node, const char *name,
                                   size_t want, int64_t minv, int64_t *out, int64_t dflt,
@@ -502,7 +529,7 @@ mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, const mrt_con
     p->post.leaky = act && act->leaky;
     p->post.leaky_alpha = act ? act->alpha : 0.0f;
     p->post.act = act ? act->map : NULL;
-    p->post.post = residual || p->post.leaky || p->post.act;
+    p->post.post = residual || p->post.leaky || p->post.act ? mrt_conv_post : NULL;
   }
   p->batch = (size_t)x->dims[0];
   p->c_in = (size_t)x->dims[1];
@@ -624,9 +651,11 @@ static void mrt_conv_dw_task(void *varg, size_t task, size_t thread) {
     mrt_conv_dw_pad(p, j->x + i * p->in_pix, buf);
 #endif
     j->plane(p, buf, j->w + c * p->kvol, j->bias ? j->bias[c] : 0.0f, j->y + i * p->out_pix);
-    if (p->post.post)
-      mrt_sgemm_post(&p->post, j->res ? j->res + i * p->out_pix : NULL, 1, p->out_pix, j->y + i * p->out_pix,
-                     p->out_pix);
+    if (p->post.post) {
+      mrt_sgemm_epilogue e = p->post;
+      e.res = j->res ? j->res + i * p->out_pix : NULL;
+      mrt_conv_post(&e, 0, 0, 1, p->out_pix, j->y + i * p->out_pix, p->out_pix);
+    }
   }
 }
 

@@ -322,26 +322,6 @@ size_t mrt_sgemm_scratch_size(const mrt_sgemm_kernel *kern, size_t m, size_t n, 
   return floats * sizeof(float);
 }
 
-void mrt_sgemm_post(const mrt_sgemm_epilogue *ep, const float *res, size_t rows, size_t cols, float *c,
-                    size_t ldc) {
-  const float lo = ep->post_lo, hi = ep->post_hi, alpha = ep->leaky_alpha;
-  for (size_t r = 0; r < rows; ++r) {
-    float *row = c + r * ldc;
-    if (res) {
-      const float *s = res + r * ldc;
-      for (size_t t = 0; t < cols; ++t) {
-        const float x = row[t] + s[t];
-        row[t] = x < lo ? lo : (x > hi ? hi : x);
-      }
-    } else if (lo > -__builtin_inff() || hi < __builtin_inff()) {
-      for (size_t t = 0; t < cols; ++t) row[t] = row[t] < lo ? lo : (row[t] > hi ? hi : row[t]);
-    }
-    if (ep->leaky)
-      for (size_t t = 0; t < cols; ++t) row[t] = row[t] < 0.0f ? row[t] * alpha : row[t];
-    if (ep->act) ep->act(cols, row, row);
-  }
-}
-
 /* k == 0: the product is empty, only the epilogue remains. */
 static void mrt_sgemm_epilogue_only(size_t m, size_t n, int accumulate, const mrt_sgemm_epilogue *ep,
                                     float *c, size_t ldc) {
@@ -353,7 +333,7 @@ static void mrt_sgemm_epilogue_only(size_t m, size_t n, int accumulate, const mr
       if (ep) x = x < ep->lo ? ep->lo : (x > ep->hi ? ep->hi : x);
       c[i * ldc + j] = x;
     }
-  if (ep && ep->post) mrt_sgemm_post(ep, ep->res, m, n, c, ldc);
+  if (ep && ep->post) ep->post(ep, 0, 0, m, n, c, ldc);
 }
 
 /* The block C[i_lo..i_hi, j_lo..j_hi) of the product (i_lo a multiple of mr,
@@ -416,7 +396,7 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
             args.bias_col = ep && ep->bias_col ? ep->bias_col + j : NULL;
             if (mm == mr && nn == nr) {
               kern->tile(kcur, ap + ir * kcur, bp + jr * kcur, cp, ldc, &args);
-              if (args.last && ep && ep->post) mrt_sgemm_post(ep, ep->res ? ep->res + i * ldc + j : NULL, mm, nn, cp, ldc);
+              if (args.last && ep && ep->post) ep->post(ep, i, j, mm, nn, cp, ldc);
               continue;
             }
             /* Edge tile. A partial column range goes through a local copy so
@@ -444,7 +424,7 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
                 for (size_t r = 0; r < mm; ++r) memcpy(tmp_c + r * nr, cp + r * ldc, nn * sizeof(float));
               tile(kcur, ap + ir * kcur, bp + jr * kcur, tmp_c, nr, &args);
               for (size_t r = 0; r < mm; ++r) memcpy(cp + r * ldc, tmp_c + r * nr, nn * sizeof(float));
-              if (args.last && ep && ep->post) mrt_sgemm_post(ep, ep->res ? ep->res + i * ldc + j : NULL, mm, nn, cp, ldc);
+              if (args.last && ep && ep->post) ep->post(ep, i, j, mm, nn, cp, ldc);
               continue;
             }
             const float *bias_row = args.bias_row;
@@ -455,7 +435,7 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
               kern->row(kcur, ap + ir * kcur + r, bp + jr * kcur, dst, nr, &args);
               if (nn < nr) memcpy(cp + r * ldc, tmp_c, nn * sizeof(float));
             }
-            if (args.last && ep && ep->post) mrt_sgemm_post(ep, ep->res ? ep->res + i * ldc + j : NULL, mm, nn, cp, ldc);
+            if (args.last && ep && ep->post) ep->post(ep, i, j, mm, nn, cp, ldc);
           }
         }
       }

@@ -98,18 +98,25 @@ typedef struct mrt_sgemm_src {
 /* An array activation y[i] = f(x[i]) (vmath.h's mrt_vmap_* functions). */
 typedef void (*mrt_sgemm_act_fn)(size_t n, const float *x, float *y);
 
+struct mrt_sgemm_epilogue;
+/* A stage after the tiles' bias and clamp, on rows x cols of C (row stride
+ * ldc) at (i, j) of the product. */
+typedef void (*mrt_sgemm_post_fn)(const struct mrt_sgemm_epilogue *ep, size_t i, size_t j, size_t rows,
+                                  size_t cols, float *c, size_t ldc);
+
 typedef struct mrt_sgemm_epilogue {
   const float *bias_row; /* m values or NULL */
   const float *bias_col; /* n values or NULL */
   float lo, hi;
-  /* FusedConv's stage after the tiles' bias and clamp (post != 0), applied
-   * to each tile just stored, on the last k block, while it is in L1: add
-   * res (C's layout, row stride ldc; NULL for none), clamp to [post_lo,
-   * post_hi], LeakyRelu by leaky_alpha (leaky != 0), then act (NULL: none). */
-  int post, leaky;
-  const float *res;
-  float post_lo, post_hi, leaky_alpha;
-  mrt_sgemm_act_fn act;
+  /* NULL, or called on each tile just stored (last k block), while it is in
+   * L1: FusedConv's residual and activation (conv_core.c), whose state
+   * follows. The code lives with its one user, not in every GEMM build. */
+  mrt_sgemm_post_fn post;
+  const float *res;      /* residual, C's layout and row stride, or NULL */
+  float post_lo, post_hi; /* clamp after the residual */
+  float leaky_alpha;
+  int leaky;             /* LeakyRelu by leaky_alpha */
+  mrt_sgemm_act_fn act;  /* then this, or NULL */
 } mrt_sgemm_epilogue;
 
 /* That stage on rows x cols of C (row stride ldc) whose residual is res (the
