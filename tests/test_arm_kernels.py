@@ -13,6 +13,8 @@ multiples of the vector width so the tails run too:
   antialiased and align_corners Resize, a 1-D ConvTranspose;
 - activations: Erf, Gelu, Mish, SiLU, Softmax over [-100, 100] in one long row, and
   Gelu / Erf accuracy against float64 (vmath.h's stated bounds);
+- conv_epilogue: FusedConv / FusedConvAct's residual Add, clamps, LeakyRelu, SiLU,
+  Sigmoid and HardSwish on the NEON GEMM tiles and the depthwise planes;
 - int8: the dynamic-quantisation kernels (DynamicQuantizeLinear, MatMulInteger and
   ConvInteger on qgemm's NEON tiles, Quantize/DequantizeLinear);
 - typed: the non-float kernels (Gather, Where, Cast, Expand, comparisons, logic,
@@ -155,6 +157,29 @@ def vision_block():
                    group=4, kernel_shape=[2, 3], strides=[2, 1], dilations=[1, 2])
     sl = g.op("PRelu", [grouped, g.const(np.float32(0.1))], out="prelu_scalar")
     return g.model(feeds, [near, cubic, silu, sl], opset=19), feeds
+
+
+def conv_epilogue_block():
+    """FusedConv / FusedConvAct epilogues on the NEON tiles (8 x 8 on aarch64, 4 x 8
+    on armv7, ragged rows and columns) and depthwise planes: a residual Add + Relu
+    after a pointwise and a 3x3 conv, an Add alone after a grouped conv, HardSwish
+    after a depthwise one, x*Sigmoid(x) (SiLU), Sigmoid and LeakyRelu."""
+    g = Graph()
+    feeds = {"x": randn(1, 12, 9, 11)}
+    w = lambda *s: g.const(randn(*s, scale=float(np.prod(s[1:])) ** -0.5))
+    b = lambda n: g.const(randn(n, scale=0.1))
+    c1 = g.op("Conv", ["x", w(12, 12, 1, 1), b(12)])
+    r1 = g.op("Relu", [g.op("Add", [c1, "x"])])
+    c2 = g.op("Conv", [r1, w(12, 12, 3, 3), b(12)], pads=[1, 1, 1, 1])
+    r2 = g.op("Relu", [g.op("Add", [r1, c2])], out="res_relu")
+    dw = g.op("HardSwish", [g.op("Conv", [r2, w(12, 1, 3, 3), b(12)], group=12, pads=[1, 1, 1, 1])],
+              out="dw_hardswish")
+    gr = g.op("Add", [g.op("Conv", [dw, w(12, 4, 3, 3)], group=3, pads=[1, 1, 1, 1]), r2], out="grouped_add")
+    e = g.op("Conv", [gr, w(20, 12, 1, 1), b(20)])
+    silu = g.op("Mul", [e, g.op("Sigmoid", [e])], out="silu")
+    sig = g.op("Sigmoid", [g.op("Conv", [silu, w(7, 20, 3, 3), b(7)], strides=[2, 2])], out="sigmoid")
+    leaky = g.op("LeakyRelu", [g.op("Conv", [silu, w(9, 20, 1, 1)])], out="leaky", alpha=0.2)
+    return g.model(feeds, [r2, dw, gr, sig, leaky], opset=17), feeds
 
 
 def gemm_edges():
@@ -323,7 +348,7 @@ def arm_build(tmp_path_factory):
     models.mkdir()
     feeds, typed_parts = {}, []
     for name, make in (("bert", bert_block), ("vision", vision_block), ("gemm_edges", gemm_edges),
-                       ("activations", activations), ("int8", int8_block)):
+                       ("activations", activations), ("int8", int8_block), ("conv_epilogue", conv_epilogue_block)):
         model, feeds[name] = make()
         onnx.save(model, models / f"{name}.onnx")
     model, f, typed_parts = typed_block()
@@ -350,7 +375,7 @@ def _compare(raw: bytes, ref: np.ndarray, name: str) -> float:
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("model", ["bert", "vision", "gemm_edges", "activations", "typed", "int8"])
+@pytest.mark.parametrize("model", ["bert", "vision", "gemm_edges", "activations", "typed", "int8", "conv_epilogue"])
 def test_new_kernels_under_qemu_match_onnxruntime(arm_build, arch, model, tmp_path):
     models, feeds, mrt, runners, res, typed_parts = arm_build
     if model not in feeds:
@@ -389,6 +414,7 @@ def test_models_reach_the_kernels_they_are_for(arm_build):
     want = {("ai.onnx", o) for o in ("MatMul", "Softmax", "LogSoftmax", "LayerNormalization", "Gelu", "Erf", "Pow",
                                      "ReduceSum", "ReduceMean", "ReduceMax", "Resize", "ConvTranspose", "PRelu",
                                      "Mish", "Add", "Div", "Transpose")} | {("ai.minibuild", "SiLU")}
+    want |= {("ai.minibuild", "FusedConv"), ("ai.minibuild", "FusedConvAct")}
     assert want <= ops, want - ops
 
 

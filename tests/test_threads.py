@@ -1,5 +1,6 @@
 """The thread pool: outputs at 1, 2 and 4 threads are the same bytes and match
-onnxruntime (MobileNetV2, a GEMM model, a BERT-like encoder block); the option
+onnxruntime (MobileNetV2, a GEMM model, a BERT-like encoder block, FusedConv
+residual / activation epilogues); the option
 in Python (in-process, like onnxruntime's SessionOptions) and Java (host JVM
 through the JNI glue); a --no-threads build has no pthread symbol and still
 runs; and ThreadSanitizer (Debian's clang) finds no data race running the
@@ -78,6 +79,32 @@ def small_image_convs():
     return _model(nodes, inits, feeds, ["y", "z"]), feeds
 
 
+def conv_epilogues():
+    """FusedConv / FusedConvAct epilogues on work big enough to split: a residual
+    Add + Relu after a 3x3 and a 1x1 conv (the GEMM split along its columns), a
+    depthwise conv + HardSwish (split by planes), a SiLU and a Sigmoid conv."""
+    inits = [numpy_helper.from_array(randn(32, 32, 3, 3, scale=0.06), "w1"), numpy_helper.from_array(randn(32), "b1"),
+             numpy_helper.from_array(randn(32, 32, 1, 1, scale=0.2), "w2"),
+             numpy_helper.from_array(randn(32, 1, 3, 3, scale=0.3), "w3"), numpy_helper.from_array(randn(32), "b3"),
+             numpy_helper.from_array(randn(48, 32, 1, 1, scale=0.2), "w4"),
+             numpy_helper.from_array(randn(16, 48, 3, 3, scale=0.05), "w5")]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c1", "x"], ["s1"]),
+             helper.make_node("Relu", ["s1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"]),
+             helper.make_node("Add", ["r1", "c2"], ["s2"]),
+             helper.make_node("Relu", ["s2"], ["r2"]),
+             helper.make_node("Conv", ["r2", "w3", "b3"], ["c3"], group=32, pads=[1, 1, 1, 1]),
+             helper.make_node("HardSwish", ["c3"], ["h3"]),
+             helper.make_node("Conv", ["h3", "w4"], ["c4"]),
+             helper.make_node("Sigmoid", ["c4"], ["g4"]),
+             helper.make_node("Mul", ["c4", "g4"], ["y4"]),
+             helper.make_node("Conv", ["y4", "w5"], ["c5"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Sigmoid", ["c5"], ["y"])]
+    feeds = {"x": randn(1, 32, 40, 43)}
+    return _model(nodes, inits, feeds, ["y", "r2"]), feeds
+
+
 def bert_like():
     """One encoder layer big enough to split: 2 x 64 tokens, hidden 96, 4 heads, FFN 384."""
     b, s, h, heads, ffn = 2, 64, 96, 4, 384
@@ -131,6 +158,7 @@ def thread_models(tmp_path_factory):
     onnx.save(gemm_model()[0], str(d / "gemm.onnx"))
     onnx.save(bert_like()[0], str(d / "bert_like.onnx"))
     onnx.save(small_image_convs()[0], str(d / "small_image_convs.onnx"))
+    onnx.save(conv_epilogues()[0], str(d / "conv_epilogues.onnx"))
     return d
 
 
@@ -200,7 +228,7 @@ def _outputs(work: Path, name: str, threads: int) -> list[np.ndarray]:
         return [z[f"arr_{i}"] for i in range(len(z.files))]
 
 
-NAMES = ("mobilenet_v2", "gemm", "bert_like", "small_image_convs")
+NAMES = ("mobilenet_v2", "gemm", "bert_like", "small_image_convs", "conv_epilogues")
 
 
 @pytest.fixture(scope="module")
@@ -235,6 +263,7 @@ def test_workers_start_per_session_and_are_joined(threaded_runs):
     # Big enough to split: N - 1 workers, started at the first parallel loop.
     for t in (2, 4):
         assert report[f"mobilenet_v2/{t}"]["workers"] == t - 1, report
+        assert report[f"conv_epilogues/{t}"]["workers"] == t - 1, report
 
 
 def test_no_threads_build_has_no_pthreads_and_still_runs(unthreaded, thread_models, threaded_runs, tmp_path):
