@@ -1,6 +1,7 @@
-"""Per-node latency of minirt next to onnxruntime's profiler, one thread each.
+"""Per-node latency of minirt next to onnxruntime's profiler, one thread each
+(or --threads N for both: each node's time is then its wall time on N threads).
 
-    python bench/profile_nodes.py MODEL.onnx [--runs 20] [--out prof-out] [--top 25]
+    python bench/profile_nodes.py MODEL.onnx [--runs 20] [--out prof-out] [--top 25] [--threads 1]
 
 Builds a runtime for the model (linux, host ABI), links bench/profile_nodes.c
 statically with the same objects and flags as the library (so the shipped
@@ -56,10 +57,10 @@ def build_harness(out: Path, build_out: Path) -> Path:
     return exe
 
 
-def ort_profile(model: onnx.ModelProto, feeds: dict, runs: int, out: Path, stat) -> dict:
+def ort_profile(model: onnx.ModelProto, feeds: dict, runs: int, out: Path, stat, threads: int = 1) -> dict:
     import onnxruntime as ort
     so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
+    so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.enable_profiling = True
     so.profile_file_prefix = str(out / "ort_profile")
@@ -92,6 +93,7 @@ def main() -> int:
     ap.add_argument("--best", action="store_true",
                     help="per node, best of the runs instead of the median (steadier on a busy machine)")
     ap.add_argument("--no-build", action="store_true", help="reuse the harness built last time")
+    ap.add_argument("--threads", type=int, default=1, help="intra-op threads of both engines")
     args = ap.parse_args()
 
     out = args.out.resolve()
@@ -111,7 +113,8 @@ def main() -> int:
     data, feeds = verify._convert(model, model_path, reg, opts, 0)
     mrt = out / (model_path.stem + ".mrt")
     mrt.write_bytes(data)
-    res = subprocess.run([str(exe), str(mrt), str(args.runs)], check=True, capture_output=True, text=True)
+    res = subprocess.run([str(exe), str(mrt), str(args.runs), str(args.threads)], check=True, capture_output=True,
+                         text=True)
     rows, total = [], ""
     for line in res.stdout.splitlines():
         if line.startswith("#"):
@@ -120,10 +123,10 @@ def main() -> int:
         idx, op, name, best, med, shape, detail = line.split("\t")
         rows.append({"op": op, "name": name, "best": float(best), "med": float(best if args.best else med),
                      "shape": shape, "detail": detail})
-    ort_nodes = ort_profile(model, feeds, args.runs, out, min if args.best else statistics.median)
+    ort_nodes = ort_profile(model, feeds, args.runs, out, min if args.best else statistics.median, args.threads)
 
     def family(op):
-        return {"FusedConv": "Conv", "FusedGemm": "Gemm"}.get(op, op)
+        return {"FusedConv": "Conv", "FusedConvAct": "Conv", "FusedGemm": "Gemm"}.get(op, op)
 
     mine, theirs = defaultdict(float), defaultdict(float)
     for r in rows:
