@@ -196,7 +196,7 @@ mrt_status MRT_KERNEL(mrt_qlinearconv_prepare)(mrt_node *node, mrt_ctx *ctx) {
     p->planes_bytes = (p->c_in * p->chan_bytes + p->gw + 64 + 63) / 64 * 64; /* >= 16 past the planes */
   }
   const size_t n_grid = p->oh * p->gw;
-  p->kern = mrt_qgemm_kernel_select_k(p->kdim);
+  p->kern = mrt_qgemm_kernel_select_mk(p->depthwise ? (size_t)-1 : p->mg, p->kdim);
   if (p->depthwise) {
     p->kpair = (p->kdim + 1) / 2;
     p->wd = mrt_ctx_alloc(ctx, p->c_out * p->kpair * 2 * sizeof *p->wd);

@@ -42,6 +42,9 @@ typedef struct mrt_qgemm_kernel mrt_qgemm_kernel; /* opaque: a micro-kernel fami
 const mrt_qgemm_kernel *mrt_qgemm_kernel_select(void);
 /* The best for a product of depth k (AMX only from k = 64). */
 const mrt_qgemm_kernel *mrt_qgemm_kernel_select_k(size_t k);
+/* The best for m rows of A (the packed, reused operand) at depth k (AMX only from
+ * k = 64 and past 32 rows). */
+const mrt_qgemm_kernel *mrt_qgemm_kernel_select_mk(size_t m, size_t k);
 /* Its name ("avx2", "sse", "neon", ...), for benchmarks and error messages. */
 const char *mrt_qgemm_kernel_name(const mrt_qgemm_kernel *kern);
 
