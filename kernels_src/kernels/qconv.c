@@ -267,6 +267,7 @@ static void build_planes(const qconv_params *p, const uint8_t *x, uint8_t *MRT_R
       if (ch > gw) ch = gw;
       if (cl > ch) cl = ch;
       const size_t len = ch - cl;
+      const int narrow = sw == 1 && cl <= 16 && len <= 16 && gw - ch <= 16;
       uint8_t *pl = buf + c * p->chan_bytes + u * p->plane;
       for (size_t r = 0; r < p->rhp; r++) {
         uint8_t *row = pl + r * gw;
@@ -276,6 +277,12 @@ static void build_planes(const qconv_params *p, const uint8_t *x, uint8_t *MRT_R
           continue;
         }
         const uint8_t *src = x + c * ihw + (size_t)iy * p->iw + (ptrdiff_t)(cl * sw) - d;
+        if (narrow && src + 16 <= xend) { /* small planes: a row is three stores */
+          memcpy(row, &fv, 16);
+          memcpy(row + cl, src, 16);
+          memcpy(row + ch, &fv, 16);
+          continue;
+        }
         fill16(row, cl, fv);
         uint8_t *dst = row + cl;
         size_t t = 0;
