@@ -265,6 +265,18 @@ static mrt_status pool_prepare(mrt_node *node, mrt_ctx *ctx, int max_outputs, in
  * so the width pass has no bounds: stride 1 is a sliding op over unaligned
  * loads, stride 2 takes each tap's even lanes by one shuffle, POOL_HVL outputs
  * at a time. */
+/* Vector max. On x86 a float compare-and-select is one maxps, where the NaN rules of
+ * __builtin_elementwise_max take four more SSE instructions (arm64's fmaxnm is one). */
+#if defined(POOL_FLOAT) && (defined(__x86_64__) || defined(__i386__))
+typedef int32_t pool_hvm __attribute__((vector_size(POOL_HVL * sizeof(pool_t))));
+static inline pool_hv pool_vmax(pool_hv a, pool_hv b) {
+  const pool_hvm m = a > b;
+  return (pool_hv)(((pool_hvm)a & m) | ((pool_hvm)b & ~m));
+}
+#else
+#define pool_vmax(a, b) MRT_VMAX(a, b)
+#endif
+
 static inline pool_hv pool_even(const pool_t *r) {
   pool_hv2 v;
   memcpy(&v, r, sizeof v);
@@ -289,7 +301,7 @@ static inline void pool_hrow(const pool_t *r, pool_t *y, size_t n, size_t k, siz
       for (size_t l = 1; l < k; l++) {
         if (s == 1) memcpy(&v, r + o + l * d, sizeof v);
         else v = pool_even(r + 2 * o + l * d);
-        m = is_max ? MRT_VMAX(m, v) : m + v;
+        m = is_max ? pool_vmax(m, v) : m + v;
       }
       memcpy(y + o, &m, sizeof m);
       if (o + POOL_HVL >= n) break;
@@ -323,10 +335,10 @@ static inline void pool_vrow(const pool_t *a, const pool_t *b, const pool_t *c, 
       pool_hv u, v, e;
       memcpy(&u, a + l, sizeof u);
       memcpy(&v, b + l, sizeof v);
-      u = is_max ? MRT_VMAX(u, v) : u + v;
+      u = is_max ? pool_vmax(u, v) : u + v;
       if (c) {
         memcpy(&e, c + l, sizeof e);
-        u = is_max ? MRT_VMAX(u, e) : u + e;
+        u = is_max ? pool_vmax(u, e) : u + e;
       }
       memcpy(y + l, &u, sizeof u);
       if (l + POOL_HVL >= n) {
@@ -340,6 +352,8 @@ static inline void pool_vrow(const pool_t *a, const pool_t *b, const pool_t *c, 
     y[l] = u;
   }
 }
+
+#define POOL_AHEAD 3
 
 static inline void pool_separable(const pool_params *p, const pool_t *x, pool_t *y, pool_t *row,
                                   const int is_max, size_t c0, size_t c1) {
@@ -359,6 +373,14 @@ static inline void pool_separable(const pool_params *p, const pool_t *x, pool_t 
         const pool_tap th = p->tap[1][oh];
         const pool_t *base = x + (size_t)td.pos * hw + (size_t)th.pos * w;
         const int32_t nt = td.n * th.n;
+        /* The rows three output rows on, into cache: a plane just written by a
+         * convolution comes from memory, and the loads waited on it. */
+        if (oh + POOL_AHEAD < p->out[1] && p->tap[1][oh + POOL_AHEAD].n) {
+          const pool_tap tn = p->tap[1][oh + POOL_AHEAD];
+          const char *pf = (const char *)(x + (size_t)td.pos * hw + (size_t)tn.pos * w);
+          const size_t bytes = ((size_t)(tn.n - 1) * dh + w) * sizeof(pool_t);
+          for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(pf + b);
+        }
         if (nt == 1)
           memcpy(rr, base, w * sizeof(pool_t));
         else if (nt == 0)
