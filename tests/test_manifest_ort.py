@@ -23,7 +23,7 @@ REG = registry.load()
 # Ops that minibuild folds away at build time and onnxruntime may keep:
 #  BatchNormalization after a constant Conv -> folded into its weights;
 #  Mul/Add by a per-channel constant after Conv/BN -> folded into weights/bias;
-#  Conv/Relu that then fuse -> ai.minibuild.FusedConv.
+#  Conv/Relu that then fuse -> ai.minibuild.FusedConv (with a residual Add).
 FOLDED = {"BatchNormalization", "Mul", "Add", "Conv", "Relu"}
 
 
@@ -47,6 +47,8 @@ def explain(key, ort_only, ours_only, ours, original_ops) -> str | None:
         return f"same fusion as onnxruntime's com.microsoft.{op}"
     if key == ("ai.onnx", "Sum") and ("ai.onnx", "Add") in ours:
         return "minibuild rewrites Sum as a chain of Add (one kernel serves both)"
+    if key == ("ai.onnx", "Sum") and ("ai.minibuild", "FusedConv") in ours:
+        return "minibuild rewrites Sum as Add, and an Add of a convolution's output fuses into FusedConv (residual)"
     if key == ("ai.onnx", "Add") and key in ours_only and "Sum" in original_ops:
         return "Add comes from the Sum -> Add rewrite"
     if domain == "ai.onnx" and op in FOLDED and key in ort_only and op in original_ops and ("ai.minibuild", "FusedConv") in ours:
