@@ -267,7 +267,7 @@ static void build_planes(const qconv_params *p, const uint8_t *x, uint8_t *MRT_R
       if (ch > gw) ch = gw;
       if (cl > ch) cl = ch;
       const size_t len = ch - cl;
-      const int narrow = sw == 1 && cl <= 16 && len <= 16 && gw - ch <= 16;
+      const int narrow = sw <= 2 && cl <= 16 && len <= 16 && gw - ch <= 16;
       uint8_t *pl = buf + c * p->chan_bytes + u * p->plane;
       for (size_t r = 0; r < p->rhp; r++) {
         uint8_t *row = pl + r * gw;
@@ -277,9 +277,16 @@ static void build_planes(const qconv_params *p, const uint8_t *x, uint8_t *MRT_R
           continue;
         }
         const uint8_t *src = x + c * ihw + (size_t)iy * p->iw + (ptrdiff_t)(cl * sw) - d;
-        if (narrow && src + 16 <= xend) { /* small planes: a row is three stores */
+        if (narrow && src + 16 * sw <= xend) { /* small planes: a row is three stores */
+          qconv_v16 v;
+          memcpy(&v, src, 16);
+          if (sw == 2) {
+            qconv_v16 hi;
+            memcpy(&hi, src + 16, 16);
+            v = __builtin_shufflevector(v, hi, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+          }
           memcpy(row, &fv, 16);
-          memcpy(row + cl, src, 16);
+          memcpy(row + cl, &v, 16);
           memcpy(row + ch, &fv, 16);
           continue;
         }
