@@ -396,7 +396,6 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
             args.bias_col = ep && ep->bias_col ? ep->bias_col + j : NULL;
             if (mm == mr && nn == nr) {
               kern->tile(kcur, ap + ir * kcur, bp + jr * kcur, cp, ldc, &args);
-              if (args.last && ep && ep->post) ep->post(ep, i, j, mm, nn, cp, ldc);
               continue;
             }
             /* Edge tile. A partial column range goes through a local copy so
@@ -424,7 +423,6 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
                 for (size_t r = 0; r < mm; ++r) memcpy(tmp_c + r * nr, cp + r * ldc, nn * sizeof(float));
               tile(kcur, ap + ir * kcur, bp + jr * kcur, tmp_c, nr, &args);
               for (size_t r = 0; r < mm; ++r) memcpy(cp + r * ldc, tmp_c + r * nr, nn * sizeof(float));
-              if (args.last && ep && ep->post) ep->post(ep, i, j, mm, nn, cp, ldc);
               continue;
             }
             const float *bias_row = args.bias_row;
@@ -435,9 +433,14 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
               kern->row(kcur, ap + ir * kcur + r, bp + jr * kcur, dst, nr, &args);
               if (nn < nr) memcpy(cp + r * ldc, tmp_c, nn * sizeof(float));
             }
-            if (args.last && ep && ep->post) ep->post(ep, i, j, mm, nn, cp, ldc);
           }
         }
+        /* The post stage on this mc x nc block of C once its tiles are stored
+         * (in L2): rows of up to nc floats, so the residual streams in
+         * (hardware prefetch) and the activation is one call a row. Per tile,
+         * the residual's 48-float row pieces each waited on memory and the
+         * activation cost a call per 48 floats: slower than the unfused ops. */
+        if (args.last && ep && ep->post) ep->post(ep, i0, j0, mcur, ncur, c + i0 * ldc + j0, ldc);
       }
     }
   }
