@@ -33,7 +33,7 @@ typedef struct mrt_conv_params {
   size_t dw_rw, dw_rows;   /* depthwise: padded buffer row width and rows per phase */
   int32_t *dw_taps;        /* depthwise: buffer offset of each tap (see mrt_conv_dw_pad) */
   float lo, hi;            /* the tiles' clamp */
-  mrt_sgemm_epilogue post; /* the stage after it (post.post: any; res set per run) */
+  mrt_sgemm_epilogue post; /* the stage after it (post.post NULL: none; res set per run) */
   float *packed_w;         /* per group, packed_w_stride floats each; NULL: pack at run */
   size_t packed_w_stride;
   /* im2col reads a zero-padded copy of the group's input (or the input itself
@@ -350,8 +350,8 @@ MRT_DW_PLANE(mrt_conv_dw_plane, , mrt_v4f, 4)
 /*
  * FusedConv's stage after the tiles' (or a depthwise plane's) bias: the
  * residual, the clamp that follows it, LeakyRelu, then an array activation;
- * run on each block just stored, while it is in L1, instead of a pass over
- * the whole tensor per op. (acc + bias) + residual, as the unfused graph
+ * run on each block of C just stored (mc x nc, in L2) or plane, instead of a
+ * pass over the whole tensor per op. (acc + bias) + residual, as the unfused graph
  * adds them, and the activation is the standalone kernel's function: the
  * outputs are those of the unfused path.
  */

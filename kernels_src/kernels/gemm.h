@@ -108,9 +108,10 @@ typedef struct mrt_sgemm_epilogue {
   const float *bias_row; /* m values or NULL */
   const float *bias_col; /* n values or NULL */
   float lo, hi;
-  /* NULL, or called on each tile just stored (last k block), while it is in
-   * L1: FusedConv's residual and activation (conv_core.c), whose state
-   * follows. The code lives with its one user, not in every GEMM build. */
+  /* NULL, or called on each mc x nc block of C once its tiles are stored
+   * (last k block; the block is in L2): FusedConv's residual and activation
+   * (conv_core.c), whose state follows. The code lives with its one user,
+   * not in every GEMM build. */
   mrt_sgemm_post_fn post;
   const float *res;      /* residual, C's layout and row stride, or NULL */
   float post_lo, post_hi; /* clamp after the residual */
