@@ -104,6 +104,12 @@ def test_tune_size_compiles_every_object_for_size_and_still_matches(mobilenet_bu
     assert "#define MRT_TUNE_SIZE 0" in speed_cfg and "#define MRT_ENABLE_THREADS 1" in speed_cfg
     lib = f"linux/{toolchain.host_abi()}/lib/libminirt.so"
     assert (out / lib).stat().st_size < (default_out / lib).stat().st_size
+    if toolchain.host_abi() == "x86_64":  # the AVX-512 GEMM tiles are speed-only
+        def avx512(o):
+            from elftools.elf.elffile import ELFFile
+            with open(o / "build" / "linux-x86_64" / "lib" / "libminirt.so.debug", "rb") as f:
+                return [s.name for s in ELFFile(f).get_section_by_name(".symtab").iter_symbols() if "avx512" in s.name]
+        assert avx512(default_out) and not avx512(out)
     rc, doc = _verify(mobilenet_dir, out, tmp_path)
     assert rc == 0 and doc["models"][0]["outputs"][0]["ok"]
 

@@ -31,8 +31,9 @@ extern "C" {
 
 /* AVX-512F micro-kernels (and the conv loops that go with them) on x86_64,
  * except Android, whose x86_64 ABI runs on emulators and Chromebooks: 11 KB of
- * zmm code in every app's AAR would buy nothing there. */
-#if defined(__x86_64__) && !defined(__ANDROID__)
+ * zmm code in every app's AAR would buy nothing there; and not under --tune size
+ * (config.h's MRT_TUNE_SIZE), which keeps the AVX2 and SSE copies only. */
+#if defined(__x86_64__) && !defined(__ANDROID__) && !MRT_TUNE_SIZE
 #define MRT_SGEMM_AVX512 1
 #define MRT_SGEMM_NARROW 3
 #else
