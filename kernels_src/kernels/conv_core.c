@@ -56,25 +56,30 @@ typedef struct mrt_im2col_ctx {
  * is padded (see mrt_conv_params.xp), so a run is a plain copy: contiguous for
  * stride 1, every sx-th float otherwise, with no bounds to check.
  */
+static inline size_t mrt_im2col_runs(const mrt_conv_params *p, size_t j, size_t pw, size_t *run_col,
+                                     size_t *run_len, size_t *run_base) {
+  const size_t ow = p->out[2], oh = p->out[1], sx = p->s[2];
+  const size_t zstep = p->s[0] * p->xp[1] * p->xp[2], ystep = p->s[1] * p->xp[2];
+  size_t nruns = 0;
+  for (size_t col = 0; col < pw; ++nruns) {
+    const size_t row = (j + col) / ow, ox = (j + col) % ow, len = mrt_min(ow - ox, pw - col);
+    run_col[nruns] = col;
+    run_len[nruns] = len;
+    run_base[nruns] = (row / oh) * zstep + (row % oh) * ystep + ox * sx;
+    col += len;
+  }
+  return nruns;
+}
+
 static void mrt_conv_im2col_pack(const void *vctx, size_t k0, size_t kc, size_t j0, size_t nc,
                                  size_t nr, float *MRT_RESTRICT dst) {
   const mrt_im2col_ctx *ic = (const mrt_im2col_ctx *)vctx;
   const mrt_conv_params *p = ic->p;
-  const size_t ow = p->out[2], oh = p->out[1], sx = p->s[2];
-  const size_t zstep = p->s[0] * p->xp[1] * p->xp[2], ystep = p->s[1] * p->xp[2];
+  const size_t sx = p->s[2];
   size_t run_col[64], run_len[64], run_base[64];
   for (size_t pc = 0; pc < nc; pc += nr, dst += nr * kc) {
     const size_t pw = mrt_min(nr, nc - pc);
-    size_t nruns = 0;
-    for (size_t col = 0; col < pw;) {
-      const size_t j = j0 + pc + col, row = j / ow, ox = j % ow;
-      const size_t len = mrt_min(ow - ox, pw - col);
-      run_col[nruns] = col;
-      run_len[nruns] = len;
-      run_base[nruns] = (row / oh) * zstep + (row % oh) * ystep + ox * sx;
-      ++nruns;
-      col += len;
-    }
+    const size_t nruns = mrt_im2col_runs(p, j0 + pc, pw, run_col, run_len, run_base);
     for (size_t q = 0; q < kc; ++q) {
       const float *src = ic->x + p->kofs[k0 + q];
       float *d = dst + q * nr;
@@ -119,21 +124,10 @@ MRT_AVX512F static void mrt_conv_im2col_pack__avx512(const void *vctx, size_t k0
     mrt_conv_im2col_pack(vctx, k0, kc, j0, nc, nr, dst);
     return;
   }
-  const size_t ow = p->out[2], oh = p->out[1];
-  const size_t zstep = p->s[0] * p->xp[1] * p->xp[2], ystep = p->s[1] * p->xp[2];
   size_t run_col[64], run_len[64], run_base[64];
   for (size_t pc = 0; pc < nc; pc += nr, dst += nr * kc) {
     const size_t pw = mrt_min(nr, nc - pc);
-    size_t nruns = 0;
-    for (size_t col = 0; col < pw;) {
-      const size_t j = j0 + pc + col, row = j / ow, ox = j % ow;
-      const size_t len = mrt_min(ow - ox, pw - col);
-      run_col[nruns] = col;
-      run_len[nruns] = len;
-      run_base[nruns] = (row / oh) * zstep + (row % oh) * ystep + ox * sx;
-      ++nruns;
-      col += len;
-    }
+    const size_t nruns = mrt_im2col_runs(p, j0 + pc, pw, run_col, run_len, run_base);
     for (size_t q = 0; q < kc; ++q) {
       const float *src = ic->x + p->kofs[k0 + q];
       float *d = dst + q * nr;
