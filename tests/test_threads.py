@@ -105,6 +105,35 @@ def conv_epilogues():
     return _model(nodes, inits, feeds, ["y", "r2"]), feeds
 
 
+def cnn_convs():
+    """Convolutions of a CNN's middle and late stages, where the weights outweigh
+    the image (more output channels than output pixels: the threads pack the
+    im2col panel once, shared, and split the output channels): 3x3 on 14x14,
+    a strided 3x3 down to 7x7, a 1x1 with a residual Add + Relu, 200 channels on
+    13x13 (edge panels both ways); and, split as before, a 3x3 on 28x28 with a
+    residual and a depthwise 3x3 on 14x14."""
+    inits = [numpy_helper.from_array(randn(256, 64, 3, 3, scale=0.04), "w1"), numpy_helper.from_array(randn(256), "b1"),
+             numpy_helper.from_array(randn(256, 256, 1, 1, scale=0.06), "w2"),
+             numpy_helper.from_array(randn(256, 256, 3, 3, scale=0.02), "w3"), numpy_helper.from_array(randn(256), "b3"),
+             numpy_helper.from_array(randn(256, 1, 3, 3, scale=0.3), "wd"),
+             numpy_helper.from_array(randn(64, 64, 3, 3, scale=0.04), "w5"), numpy_helper.from_array(randn(64), "b5"),
+             numpy_helper.from_array(randn(200, 64, 3, 3, scale=0.04), "w6")]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"]),
+             helper.make_node("Add", ["c2", "r1"], ["s2"]),
+             helper.make_node("Relu", ["s2"], ["r2"]),
+             helper.make_node("Conv", ["r2", "w3", "b3"], ["y7"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Conv", ["r2", "wd"], ["yd"], group=256, pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["x28", "w5", "b5"], ["c5"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c5", "x28"], ["s5"]),
+             helper.make_node("Relu", ["s5"], ["y28"]),
+             helper.make_node("Conv", ["x13", "w6"], ["c6"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c6"], ["y13"])]
+    feeds = {"x": randn(1, 64, 14, 14), "x28": randn(1, 64, 28, 28), "x13": randn(1, 64, 13, 13)}
+    return _model(nodes, inits, feeds, ["y7", "yd", "y28", "y13"]), feeds
+
+
 def bert_like():
     """One encoder layer big enough to split: 2 x 64 tokens, hidden 96, 4 heads, FFN 384."""
     b, s, h, heads, ffn = 2, 64, 96, 4, 384
@@ -159,6 +188,7 @@ def thread_models(tmp_path_factory):
     onnx.save(bert_like()[0], str(d / "bert_like.onnx"))
     onnx.save(small_image_convs()[0], str(d / "small_image_convs.onnx"))
     onnx.save(conv_epilogues()[0], str(d / "conv_epilogues.onnx"))
+    onnx.save(cnn_convs()[0], str(d / "cnn_convs.onnx"))
     return d
 
 
@@ -228,7 +258,7 @@ def _outputs(work: Path, name: str, threads: int) -> list[np.ndarray]:
         return [z[f"arr_{i}"] for i in range(len(z.files))]
 
 
-NAMES = ("mobilenet_v2", "gemm", "bert_like", "small_image_convs", "conv_epilogues")
+NAMES = ("mobilenet_v2", "gemm", "bert_like", "small_image_convs", "conv_epilogues", "cnn_convs")
 
 
 @pytest.fixture(scope="module")
