@@ -337,10 +337,10 @@ static void mrt_sgemm_epilogue_only(size_t m, size_t n, int accumulate, const mr
 }
 
 /* Rows k0..k0+kc, columns j0..j0+nc of a B packed at run time, into nr panels. */
-static void mrt_sgemm_pack_b_block(const mrt_sgemm_kernel *kern, const mrt_sgemm_src *b, size_t k0, size_t kc,
-                                   size_t j0, size_t nc, float *MRT_RESTRICT dst) {
+static void mrt_sgemm_pack_b_block(const mrt_sgemm_kernel *kern, size_t nr, const mrt_sgemm_src *b, size_t k0,
+                                   size_t kc, size_t j0, size_t nc, float *MRT_RESTRICT dst) {
   if (b->pack) {
-    b->pack(b->pack_ctx, k0, kc, j0, nc, kern->nr, dst);
+    b->pack(b->pack_ctx, k0, kc, j0, nc, nr, dst);
     return;
   }
 #if MRT_SGEMM_AVX512
@@ -349,7 +349,7 @@ static void mrt_sgemm_pack_b_block(const mrt_sgemm_kernel *kern, const mrt_sgemm
     return;
   }
 #endif
-  mrt_sgemm_pack_strided(b->data, b->cs, b->rs, b->scale, j0, nc, k0, kc, kern->nr, dst);
+  mrt_sgemm_pack_strided(b->data, b->cs, b->rs, b->scale, j0, nc, k0, kc, nr, dst);
 }
 
 /* The block C[i_lo..i_hi, j_lo..j_hi) of the product (i_lo a multiple of mr,
@@ -374,11 +374,13 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
     const size_t ncur = mrt_min(nc, j_hi - j0);
     for (size_t k0 = 0; k0 < k; k0 += MRT_SGEMM_KC) {
       const size_t kcur = mrt_min(MRT_SGEMM_KC, k - k0);
-      const float *bp = bbuf;
-      if (b->packed)
+      const float *bp;
+      if (b->packed) {
         bp = b->packed + k0 * npad + j0 * kcur;
-      else
-        mrt_sgemm_pack_b_block(kern, b, k0, kcur, j0, ncur, bbuf);
+      } else {
+        mrt_sgemm_pack_b_block(kern, nr, b, k0, kcur, j0, ncur, bbuf);
+        bp = bbuf;
+      }
       args.accumulate = accumulate || k0 > 0;
       args.last = k0 + kcur == k;
       for (size_t i0 = i_lo; i0 < i_hi; i0 += mc) {
@@ -495,7 +497,7 @@ static void mrt_sgemm_pack_task(void *varg, size_t task, size_t thread) {
   const size_t k0 = task / j->per_task * MRT_SGEMM_KC, kcur = mrt_min(MRT_SGEMM_KC, j->k - k0);
   const size_t j0 = task % j->per_task * j->unit * nr, ncur = mrt_min(j->unit * nr, j->n - j0);
   (void)thread;
-  mrt_sgemm_pack_b_block(j->kern, j->b, k0, kcur, j0, ncur, j->shared_b + k0 * npad + j0 * kcur);
+  mrt_sgemm_pack_b_block(j->kern, nr, j->b, k0, kcur, j0, ncur, j->shared_b + k0 * npad + j0 * kcur);
 }
 
 static void mrt_sgemm_task(void *varg, size_t task, size_t thread) {
