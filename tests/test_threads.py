@@ -110,14 +110,17 @@ def cnn_convs():
     the image (more output channels than output pixels: the threads pack the
     im2col panel once, shared, and split the output channels): 3x3 on 14x14,
     a strided 3x3 down to 7x7, a 1x1 with a residual Add + Relu, 200 channels on
-    13x13 (edge panels both ways); and, split as before, a 3x3 on 28x28 with a
-    residual and a depthwise 3x3 on 14x14."""
+    13x13 (edge panels both ways); split as before, a 3x3 on 28x28 with a
+    residual and a depthwise 3x3 on 14x14; and strided 3x3s on 56x56 inputs, plain
+    and in 2 groups, whose zero-padded copy is big enough to be made on threads."""
     inits = [numpy_helper.from_array(randn(256, 64, 3, 3, scale=0.04), "w1"), numpy_helper.from_array(randn(256), "b1"),
              numpy_helper.from_array(randn(256, 256, 1, 1, scale=0.06), "w2"),
              numpy_helper.from_array(randn(256, 256, 3, 3, scale=0.02), "w3"), numpy_helper.from_array(randn(256), "b3"),
              numpy_helper.from_array(randn(256, 1, 3, 3, scale=0.3), "wd"),
              numpy_helper.from_array(randn(64, 64, 3, 3, scale=0.04), "w5"), numpy_helper.from_array(randn(64), "b5"),
-             numpy_helper.from_array(randn(200, 64, 3, 3, scale=0.04), "w6")]
+             numpy_helper.from_array(randn(200, 64, 3, 3, scale=0.04), "w6"),
+             numpy_helper.from_array(randn(64, 64, 3, 3, scale=0.04), "w7"),
+             numpy_helper.from_array(randn(64, 32, 3, 3, scale=0.06), "w8")]
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c1"], ["r1"]),
              helper.make_node("Conv", ["r1", "w2"], ["c2"]),
@@ -129,9 +132,12 @@ def cnn_convs():
              helper.make_node("Add", ["c5", "x28"], ["s5"]),
              helper.make_node("Relu", ["s5"], ["y28"]),
              helper.make_node("Conv", ["x13", "w6"], ["c6"], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c6"], ["y13"])]
-    feeds = {"x": randn(1, 64, 14, 14), "x28": randn(1, 64, 28, 28), "x13": randn(1, 64, 13, 13)}
-    return _model(nodes, inits, feeds, ["y7", "yd", "y28", "y13"]), feeds
+             helper.make_node("Relu", ["c6"], ["y13"]),
+             helper.make_node("Conv", ["x56", "w7"], ["y56"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Conv", ["x56", "w8"], ["yg"], group=2, pads=[1, 1, 1, 1], strides=[2, 2])]
+    feeds = {"x": randn(1, 64, 14, 14), "x28": randn(1, 64, 28, 28), "x13": randn(1, 64, 13, 13),
+             "x56": randn(1, 64, 56, 56)}
+    return _model(nodes, inits, feeds, ["y7", "yd", "y28", "y13", "y56", "yg"]), feeds
 
 
 def bert_like():

@@ -157,14 +157,15 @@ MRT_AVX512F static void mrt_conv_im2col_pack__avx512(const void *vctx, size_t k0
 /* The zero-padded copy of one group's input that im2col reads. Only the input's
  * own samples are written: the zero border is the same for every group and is
  * cleared once per run by the caller. */
-static const float *mrt_conv_pad_input(const mrt_conv_params *p, const float *xg, float *MRT_RESTRICT xp) {
+static const float *mrt_conv_pad_input(const mrt_conv_params *p, const float *xg, float *MRT_RESTRICT xp,
+                                       size_t c0, size_t c1) {
   const size_t pz = p->xp[0], py = p->xp[1], px = p->xp[2];
   /* Input samples that land in the buffer (a big stride can leave trailing ones unread). */
   size_t n[3];
   for (size_t a = 0; a < 3; ++a)
     n[a] = p->xp[a] > (size_t)p->pb[a] ? mrt_min(p->in[a], p->xp[a] - (size_t)p->pb[a]) : 0;
   const size_t z1 = n[0], y1 = n[1], w = n[2];
-  for (size_t c = 0; c < p->c_in / p->group; ++c)
+  for (size_t c = c0; c < c1; ++c)
     for (size_t z = 0; z < z1; ++z)
       for (size_t y = 0; y < y1; ++y)
         memcpy(xp + ((c * pz + z + (size_t)p->pb[0]) * py + y + (size_t)p->pb[1]) * px + (size_t)p->pb[2],
@@ -653,6 +654,33 @@ static void mrt_conv_dw_task(void *varg, size_t task, size_t thread) {
   }
 }
 
+#if MRT_ENABLE_THREADS
+/* The padded copy on threads, for big inputs (56x56, 128 channels: 3.3 MB of
+ * clearing and copying that one thread did while the other waited): each task
+ * clears and fills its own run of channel planes (so a grouped convolution
+ * clears the buffer once a group, not once a run). */
+typedef struct mrt_pad_job {
+  const mrt_conv_params *p;
+  const float *xg;
+  float *xp;
+  size_t per_task;
+} mrt_pad_job;
+
+static void mrt_conv_pad_task(void *varg, size_t task, size_t thread) {
+  const mrt_pad_job *j = (const mrt_pad_job *)varg;
+  const mrt_conv_params *p = j->p;
+  const size_t plane = p->xp[0] * p->xp[1] * p->xp[2], c0 = task * j->per_task;
+  const size_t c1 = mrt_min(p->c_in / p->group, c0 + j->per_task);
+  (void)thread;
+  if (c0 >= c1) return;
+  memset(j->xp + c0 * plane, 0, (c1 - c0) * plane * sizeof(float));
+  mrt_conv_pad_input(p, j->xg, j->xp, c0, c1);
+}
+#endif
+
+/* Floats below which a padding task is not worth a thread. */
+#define MRT_CONV_PAD_TASK_FLOATS ((size_t)1 << 16)
+
 /* Multiply-adds below which a depthwise task is not worth a thread. */
 #define MRT_CONV_DW_TASK_MACS ((size_t)1 << 16)
 
@@ -697,7 +725,11 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
   ep.lo = p->lo;
   ep.hi = p->hi;
   float *xpad = (float *)((char *)scratch + p->pad_off);
+#if MRT_ENABLE_THREADS
+  const size_t pad_tasks = mrt_pool_tasks(node->pool, p->pad_floats, MRT_CONV_PAD_TASK_FLOATS);
+#else
   if (p->path == MRT_CONV_IM2COL && p->pad_copy) memset(xpad, 0, p->pad_floats * sizeof(float));
+#endif
   for (size_t n = 0; n < p->batch; ++n)
     for (size_t g = 0; g < p->group; ++g) {
       const float *xg = x + (n * p->c_in + g * cg) * p->in_pix;
@@ -712,8 +744,15 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
         a.scale = 1.0f;
       }
       mrt_im2col_ctx ic = {p, xg};
-      if (p->path == MRT_CONV_IM2COL && p->pad_copy)
-        ic.x = mrt_conv_pad_input(p, xg, xpad);
+      if (p->path == MRT_CONV_IM2COL && p->pad_copy) {
+#if MRT_ENABLE_THREADS
+        mrt_pad_job pj = {p, xg, xpad, (cg + pad_tasks - 1) / pad_tasks};
+        mrt_parallel_for(node->pool, (cg + pj.per_task - 1) / pj.per_task, mrt_conv_pad_task, &pj);
+        ic.x = xpad;
+#else
+        ic.x = mrt_conv_pad_input(p, xg, xpad, 0, p->c_in / p->group);
+#endif
+      }
       if (p->path == MRT_CONV_GEMM) {
         b.data = xg;
         b.rs = p->in_pix;
