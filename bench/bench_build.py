@@ -25,7 +25,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,54 +37,21 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 import onnx  # noqa: E402
 
 import models  # noqa: E402
+import servers  # noqa: E402
 
 SUMMARY = re.compile(r"(\d+) action\(s\) run \((\d+) from the local cache, (\d+) from the remote cache, "
                      r"(\d+) executed\)(?:, (\d+) up to date)?")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_nginx(root: Path):
-    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-    for d in ("www/open", "tmp", "logs"):
-        (root / d).mkdir(parents=True, exist_ok=True)
-    port = _free_port()
-    temp = "".join(f"  {k}_temp_path {root / 'tmp' / k};\n" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-    (root / "nginx.conf").write_text(f"""
-daemon off;
-master_process off;
-worker_processes 1;
-error_log {root / 'logs' / 'error.log'};
-pid {root / 'nginx.pid'};
-events {{ worker_connections 64; }}
-http {{
-  access_log off;
-{temp}
-  server {{
-    listen 127.0.0.1:{port};
-    location /open/ {{
-      alias {root / 'www' / 'open'}/;
-      dav_methods PUT;
-      create_full_put_path on;
-      client_max_body_size 64m;
-    }}
-  }}
-}}
-""")
-    proc = subprocess.Popen([nginx, "-c", str(root / "nginx.conf"), "-p", str(root)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return proc, f"http://127.0.0.1:{port}/open"
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise SystemExit(f"nginx did not start: {proc.stderr.read().decode()}")
+    """The tests' WebDAV nginx (tests/servers.py), one open location."""
+    if servers.NGINX is None:
+        raise SystemExit("nginx is not installed (Debian: apt-get install nginx)")
+    try:
+        proc, url, _ = servers.start_webdav_nginx(root, {"open": None})
+    except RuntimeError as e:
+        raise SystemExit(str(e)) from None
+    return proc, f"{url}/open"
 
 
 def run(models_dir: Path, out: Path, cache: Path, jobs: int, remote: str | None = None) -> dict:

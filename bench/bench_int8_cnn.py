@@ -69,29 +69,9 @@ def resnet18_full(path: Path, size: int = 224):
     """torchvision's resnet18 layout: 7x7/2 stem, 3x3/2 MaxPool, stages of two basic
     blocks (64, 128, 256, 512), 1x1/2 projection shortcuts, GlobalAveragePool, FC 1000."""
     import torch
-    nn = torch.nn
-
-    class Block(nn.Module):
-        def __init__(self, cin, cout, stride):
-            super().__init__()
-            self.c1, self.b1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout)
-            self.c2, self.b2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout)
-            self.down = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-                         if stride != 1 or cin != cout else None)
-
-        def forward(self, x):
-            y = torch.relu(self.b1(self.c1(x)))
-            y = self.b2(self.c2(y))
-            return torch.relu(y + (self.down(x) if self.down is not None else x))
-
     torch.manual_seed(0)
-    layers = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
-    cin = 64
-    for i, c in enumerate([64, 128, 256, 512]):
-        layers += [Block(cin, c, 1 if i == 0 else 2), Block(c, c, 1)]
-        cin = c
-    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 1000)]
-    _calibrated_export(nn.Sequential(*layers), path, size)
+    layers = t8.resnet18_layers([64, 128, 256, 512], 1000)
+    _calibrated_export(torch.nn.Sequential(*layers), path, size)
 
 
 def mobilenet_v2_full(path: Path, size: int = 224):

@@ -30,11 +30,12 @@ quant = pytest.importorskip("onnxruntime.quantization")
 pytestmark = pytest.mark.skipif(toolchain.host_abi() != "x86_64", reason="linux x86_64 host builds")
 
 
-def _resnet18(path: Path):
-    """ResNet-18's layout (7x7 stem, MaxPool, four stages of two basic blocks with
-    projection shortcuts, GlobalAveragePool, Gemm) at half width, 10 classes; written
-    in torch here (torchvision's resnet18 is the same graph at full width)."""
-    torch = pytest.importorskip("torch")
+def resnet18_layers(widths: list[int], classes: int) -> list:
+    """ResNet-18's layout as torch modules: 7x7/2 stem, 3x3/2 MaxPool, four stages of
+    two basic blocks (`widths` channels) with 1x1 projection shortcuts,
+    GlobalAveragePool, a `classes`-way Linear. bench/bench_int8_cnn.py builds the
+    full-width one from it."""
+    import torch
     nn = torch.nn
 
     class Block(nn.Module):
@@ -50,13 +51,20 @@ def _resnet18(path: Path):
             y = self.b2(self.c2(y))
             return torch.relu(y + (self.down(x) if self.down is not None else x))
 
-    w = [32, 64, 128, 256]
-    layers = [nn.Conv2d(3, w[0], 7, 2, 3, bias=False), nn.BatchNorm2d(w[0]), nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
-    cin = w[0]
-    for i, c in enumerate(w):
+    layers = [nn.Conv2d(3, widths[0], 7, 2, 3, bias=False), nn.BatchNorm2d(widths[0]), nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
+    cin = widths[0]
+    for i, c in enumerate(widths):
         layers += [Block(cin, c, 1 if i == 0 else 2), Block(c, c, 1)]
         cin = c
-    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, 10)]
+    return layers + [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes)]
+
+
+def _resnet18(path: Path):
+    """ResNet-18's layout at half width, 10 classes; written in torch here
+    (torchvision's resnet18 is the same graph at full width)."""
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+    layers = resnet18_layers([32, 64, 128, 256], 10)
     torch.manual_seed(0)
     net = nn.Sequential(*layers).eval()
     with torch.no_grad():  # non-trivial BatchNorm statistics, so folding has work to do

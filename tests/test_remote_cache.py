@@ -8,78 +8,29 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
-import time
 from pathlib import Path
 
 import onnx
 import pytest
 
 import models
+import servers
 from minibuild import cli
 from minibuild.remote_cache import decode_result
 
-NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
-pytestmark = pytest.mark.skipif(NGINX is None, reason="nginx (Debian: nginx) is not installed")
+pytestmark = pytest.mark.skipif(servers.NGINX is None, reason="nginx (Debian: nginx) is not installed")
 LIB = "linux/x86_64/lib/libminirt.so"
 TOKEN = "Bearer s3cret"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def nginx(tmp_path_factory):
-    root = tmp_path_factory.mktemp("nginx")
-    www = root / "www"
-    for d in ("www", "tmp", "logs"):
-        (root / d).mkdir()
-    port = _free_port()
-    temp = "".join(f"  {k}_temp_path {root / 'tmp' / k};\n" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-    (root / "nginx.conf").write_text(f"""
-daemon off;
-master_process off;
-worker_processes 1;
-error_log {root / 'logs' / 'error.log'};
-pid {root / 'nginx.pid'};
-events {{ worker_connections 64; }}
-http {{
-  access_log {root / 'logs' / 'access.log'};
-{temp}
-  server {{
-    listen 127.0.0.1:{port};
-    location /open/ {{
-      alias {www}/open/;
-      dav_methods PUT;
-      create_full_put_path on;
-      client_max_body_size 64m;
-    }}
-    location /auth/ {{
-      if ($http_authorization != "{TOKEN}") {{ return 401; }}
-      alias {www}/auth/;
-      dav_methods PUT;
-      create_full_put_path on;
-      client_max_body_size 64m;
-    }}
-  }}
-}}
-""")
-    proc = subprocess.Popen([NGINX, "-c", str(root / "nginx.conf"), "-p", str(root)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    else:
-        proc.kill()
-        pytest.fail(f"nginx did not start: {proc.stderr.read().decode()}")
-    yield f"http://127.0.0.1:{port}", www
+    try:
+        proc, url, www = servers.start_webdav_nginx(tmp_path_factory.mktemp("nginx"), {"open": None, "auth": TOKEN})
+    except RuntimeError as e:
+        pytest.fail(str(e))
+    yield url, www
     proc.terminate()
     proc.wait(timeout=10)
 
@@ -154,7 +105,7 @@ def test_a_poisoned_blob_is_refused_and_the_object_rebuilt(tmp_path, classifier_
 
 def test_server_down_builds_locally_with_one_warning(tmp_path, classifier_dir, monkeypatch, capsys):
     acts = _build(classifier_dir, tmp_path / "a", tmp_path / "cache", monkeypatch,
-                  "--remote-cache", f"http://127.0.0.1:{_free_port()}")
+                  "--remote-cache", f"http://127.0.0.1:{servers.free_port()}")
     assert acts and all(a["cache"] == "miss" for a in acts)
     err = capsys.readouterr().err
     assert err.count("is not usable") == 1 and "building without it" in err
@@ -186,7 +137,7 @@ def buildgrid(tmp_path_factory):
     if BGD is None:
         pytest.skip("BuildGrid is not installed (.ci/setup-buildgrid.sh puts it in .venv-buildgrid)")
     root = tmp_path_factory.mktemp("buildgrid")
-    port = _free_port()
+    port = servers.free_port()
     (root / "bgd.yml").write_text(f"""
 server:
   - !channel
@@ -215,15 +166,7 @@ instances:
 """)
     log = open(root / "bgd.log", "w")
     proc = subprocess.Popen([str(BGD), "server", "start", str(root / "bgd.yml")], stdout=log, stderr=subprocess.STDOUT)
-    for _ in range(240):  # BuildGrid takes a few seconds to start
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            if proc.poll() is not None:
-                break
-            time.sleep(0.1)
-    else:
+    if not servers.wait_for_port(port, proc, 240, 0.1) and proc.poll() is None:  # it takes a few seconds
         proc.kill()
         pytest.fail(f"BuildGrid did not start: {(root / 'bgd.log').read_text()[-2000:]}")
     if proc.poll() is not None:
