@@ -47,6 +47,17 @@ def classifier_dir(tmp_path_factory) -> Path:
     return d
 
 
+@pytest.fixture
+def isa(request, monkeypatch):
+    """MINIRT_MAX_CPU_ISA capped to the parametrised value (None: no cap), so a test
+    runs each micro-kernel family: @pytest.mark.parametrize("isa", [...], indirect=True)."""
+    if request.param:
+        monkeypatch.setenv("MINIRT_MAX_CPU_ISA", request.param)
+    else:
+        monkeypatch.delenv("MINIRT_MAX_CPU_ISA", raising=False)
+    return request.param
+
+
 def build(models_dir: Path, out: Path, abis=None, **kw):
     opts = Options(models=Path(models_dir), out=Path(out), platforms=["linux"],
                    abis=abis or [toolchain.host_abi()], **kw)

@@ -66,15 +66,6 @@ def check_exact(model, feeds):
     return got
 
 
-@pytest.fixture
-def isa(request, monkeypatch):
-    if request.param:
-        monkeypatch.setenv("MINIRT_MAX_CPU_ISA", request.param)
-    else:
-        monkeypatch.delenv("MINIRT_MAX_CPU_ISA", raising=False)
-    return request.param
-
-
 # --- QuantizeLinear / DequantizeLinear ---------------------------------------------------
 
 def _halfway(shape, scale, zp, lo, hi):

@@ -73,15 +73,6 @@ def test_qlinearconv(xt, wt, c, m, group, k, stride, pad):
 ISAS = [None, "avx512vnni", "avxvnni", "avx2", "sse"]  # qgemm families on x86_64: best (AMX here), AVX512-VNNI, AVX-VNNI, AVX2, SSE
 
 
-@pytest.fixture
-def isa(request, monkeypatch):
-    if request.param:
-        monkeypatch.setenv("MINIRT_MAX_CPU_ISA", request.param)
-    else:
-        monkeypatch.delenv("MINIRT_MAX_CPU_ISA", raising=False)
-    return request.param
-
-
 # (c, m, group, k, stride, pad, dilation, h, w): full and partial GEMM panels and tiles, a
 # 1x1 stride-1 read in place and a 1x1 stride 2, a 7x7 stride-2 stem (four stride phases),
 # dilation, groups, depthwise at stride 1 and 2 down to a 2x2 plane, and small planes
