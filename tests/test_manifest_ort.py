@@ -47,7 +47,7 @@ def explain(key, ort_only, ours_only, ours, original_ops) -> str | None:
         return f"same fusion as onnxruntime's com.microsoft.{op}"
     if key == ("ai.onnx", "Sum") and ("ai.onnx", "Add") in ours:
         return "minibuild rewrites Sum as a chain of Add (one kernel serves both)"
-    if key == ("ai.onnx", "Sum") and ("ai.minibuild", "FusedConv") in ours:
+    if key == ("ai.onnx", "Sum") and ("ai.onnx", "Add") not in ours and ("ai.minibuild", "FusedConv") in ours:
         return "minibuild rewrites Sum as Add, and an Add of a convolution's output fuses into FusedConv (residual)"
     if key == ("ai.onnx", "Add") and key in ours_only and "Sum" in original_ops:
         return "Add comes from the Sum -> Add rewrite"
