@@ -1186,6 +1186,42 @@ def fuse_dynamic_matmul(g: Graph, available: set[tuple[str, str]]) -> bool:
     return changed
 
 
+def fuse_matmul_bias(g: Graph, available: set[tuple[str, str]]) -> bool:
+    """MatMul -> Add of a constant bias over the last axis ([N], or [1, .., N] no wider
+    than the product) [-> Relu / Clip] -> ai.minibuild.FusedMatMul(A, B, bias): the
+    bias (and the clamp) applied by the GEMM's tiles as they are stored, instead of a
+    pass over the product per op. Transformer exports write every linear layer so."""
+    if (_MINIBUILD, "FusedMatMul") not in available:
+        return False
+    changed = False
+    for mm in [n for n in g.nodes if n.domain == "" and n.op_type == "MatMul"]:
+        y = g.value_info.get(mm.output[0], (0, None))
+        if y[0] != onnx.TensorProto.FLOAT or not y[1] or any(not isinstance(d, int) for d in y[1]):
+            continue
+        add = _sole_use(g, mm.output[0], "Add")
+        c = _other(add, mm.output[0]) if add is not None else None
+        v = g.consts.get(c) if c else None
+        n = y[1][-1]
+        if (v is None or v.dtype != np.float32 or v.ndim < 1 or v.ndim > len(y[1]) or v.shape[-1] != n
+                or v.size != n or g.value_info.get(add.output[0], (0, None))[1] != y[1]):
+            continue
+        chain = [mm, add]
+        act = _single_consumer(g, add.output[0])
+        spec = _activation(g, act) if act is not None else None
+        if spec is not None:
+            chain.append(act)
+        fused = helper.make_node("FusedMatMul", [mm.input[0], mm.input[1], c], [chain[-1].output[0]],
+                                 domain=_MINIBUILD)
+        if spec is not None:
+            fused.attribute.append(helper.make_attribute("activation", spec[0]))
+            if spec[1]:
+                fused.attribute.append(helper.make_attribute("activation_params", spec[1]))
+        g.opsets.setdefault(_MINIBUILD, 1)
+        _replace_pattern(g, chain, fused)
+        changed = True
+    return changed
+
+
 def lower_qdq(g: Graph, available: set[tuple[str, str]]) -> bool:
     """DQ -> op -> Q groups -> quantised kernels (QLinearConv, QLinearMatMul, QGemm,
     QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat,
@@ -1458,7 +1494,7 @@ def optimize(g: Graph, available: set[tuple[str, str]]) -> Graph:
     fuse_silu(g, available)  # first: Conv -> SiLU fuses into the convolution
     fuse_conv_epilogue(g, available)
     fuse_activations(g, available)
-    for fuse in (fuse_dynamic_matmul, fuse_gelu, fuse_layernorm):
+    for fuse in (fuse_dynamic_matmul, fuse_matmul_bias, fuse_gelu, fuse_layernorm):
         fuse(g, available)
     check_static(g)
     return g

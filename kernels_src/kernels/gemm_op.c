@@ -1,7 +1,9 @@
 /*
- * Gemm, FusedGemm (ai.minibuild: Gemm + Relu/Clip) and MatMul, float32.
+ * Gemm, FusedGemm (ai.minibuild: Gemm + Relu/Clip), MatMul and FusedMatMul
+ * (ai.minibuild: MatMul + a bias over the last axis + Relu/Clip), float32.
  * Gemm's work is shared with FusedGemm in the gemm support unit; MatMul maps
- * numpy matmul (1-D promotion, batch broadcasting) onto mrt_sgemm.
+ * numpy matmul (1-D promotion, batch broadcasting) onto mrt_sgemm, and
+ * FusedMatMul is the same with the bias and clamp in the GEMM tiles' epilogue.
  */
 #include "gemm.h"
 
@@ -30,7 +32,7 @@ void mrt_fusedgemm_run_f32(const mrt_node *node, void *scratch) {
 }
 #endif
 
-#if defined(MRT_OP_MatMul)
+#if defined(MRT_OP_MatMul) || defined(MRT_OP_FusedMatMul)
 typedef struct mrt_matmul_params {
   const mrt_sgemm_kernel *kern;
   size_t m, n, k;
@@ -39,11 +41,12 @@ typedef struct mrt_matmul_params {
   size_t *b_idx;       /* per GEMM: which B matrix */
   float *packed_b;     /* constant B: every B matrix packed, packed_b_stride floats apart */
   size_t packed_b_stride;
+  float lo, hi;        /* FusedMatMul's clamp (-inf, +inf for none) */
 } mrt_matmul_params;
 
 MRT_PREPARE_CODE
-mrt_status mrt_matmul_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
-  mrt_status st = mrt_check_arity(ctx, node, 2, 2, 1, 1);
+static mrt_status mrt_matmul_prepare(mrt_node *node, mrt_ctx *ctx, uint32_t max_inputs, float lo, float hi) {
+  mrt_status st = mrt_check_arity(ctx, node, 2, max_inputs, 1, 1);
   if (st != MRT_STATUS_OK) return st;
   const mrt_tensor *a = node->inputs[0], *b = node->inputs[1], *y = node->outputs[0];
   if (!a || !b || !y)
@@ -97,6 +100,8 @@ mrt_status mrt_matmul_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   mrt_matmul_params *p = (mrt_matmul_params *)mrt_ctx_alloc(ctx, sizeof(*p));
   if (!p) return MRT_STATUS_OUT_OF_MEMORY;
   p->kern = mrt_sgemm_kernel_select();
+  p->lo = lo;
+  p->hi = hi;
   p->m = (size_t)m;
   p->n = (size_t)n;
   p->k = (size_t)k;
@@ -143,13 +148,12 @@ mrt_status mrt_matmul_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   return MRT_STATUS_OK;
 }
 
-void mrt_matmul_run_f32(const mrt_node *node, void *scratch) {
+static void mrt_matmul_run(const mrt_node *node, void *scratch, const float *bias) {
   const mrt_matmul_params *p = (const mrt_matmul_params *)node->params;
   const float *a = (const float *)node->inputs[0]->data;
   const float *b = (const float *)node->inputs[1]->data;
   float *y = (float *)node->outputs[0]->data;
-  const float inf = __builtin_inff();
-  const mrt_sgemm_epilogue ep = {NULL, NULL, -inf, inf};
+  const mrt_sgemm_epilogue ep = {NULL, bias, p->lo, p->hi};
   for (size_t t = 0; t < p->batch; ++t) {
     mrt_sgemm_src sa = {0}, sb = {0};
     sa.data = a + p->a_off[t];
@@ -167,6 +171,42 @@ void mrt_matmul_run_f32(const mrt_node *node, void *scratch) {
     mrt_sgemm_mt(node->pool, p->kern, p->m, p->n, p->k, &sa, &sb, 0, &ep, y + t * p->m * p->n, p->n, scratch);
   }
 }
-#endif /* MRT_OP_MatMul */
+#endif
+
+#if defined(MRT_OP_MatMul)
+MRT_PREPARE_CODE
+mrt_status mrt_matmul_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
+  return mrt_matmul_prepare(node, ctx, 2, -__builtin_inff(), __builtin_inff());
+}
+
+void mrt_matmul_run_f32(const mrt_node *node, void *scratch) { mrt_matmul_run(node, scratch, NULL); }
+#endif
+
+#if defined(MRT_OP_FusedMatMul)
+/* Inputs A, B, bias: the bias holds N floats, one per column of the product, in
+ * any shape that broadcasts over Y's last axis alone ([N], [1, N], ...). */
+MRT_PREPARE_CODE
+mrt_status mrt_fusedmatmul_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
+  float lo, hi;
+  mrt_status st = mrt_sgemm_activation(ctx, node, &lo, &hi);
+  if (st != MRT_STATUS_OK) return st;
+  if ((st = mrt_matmul_prepare(node, ctx, 3, lo, hi)) != MRT_STATUS_OK) return st;
+  const mrt_tensor *c = node->n_inputs > 2 ? node->inputs[2] : NULL, *y = node->outputs[0];
+  if (!c) return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "the bias (input 2) is required");
+  if ((st = mrt_check_dtype(ctx, node, c, MRT_DTYPE_FLOAT32)) != MRT_STATUS_OK) return st;
+  const mrt_matmul_params *p = (const mrt_matmul_params *)node->params;
+  int ok = c->ndim >= 1 && c->ndim <= y->ndim && c->dims[c->ndim - 1] == (int64_t)p->n;
+  for (uint32_t i = 0; ok && i + 1 < c->ndim; ++i) ok = c->dims[i] == 1;
+  if (!ok)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                         "the bias must hold N = %llu values along the last axis only, like [N] or [1, N]",
+                         (unsigned long long)p->n);
+  return MRT_STATUS_OK;
+}
+
+void mrt_fusedmatmul_run_f32(const mrt_node *node, void *scratch) {
+  mrt_matmul_run(node, scratch, (const float *)node->inputs[2]->data);
+}
+#endif
 
 #endif /* MRT_TYPE_float32 */
