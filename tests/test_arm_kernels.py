@@ -414,7 +414,7 @@ def test_models_reach_the_kernels_they_are_for(arm_build):
     want = {("ai.onnx", o) for o in ("MatMul", "Softmax", "LogSoftmax", "LayerNormalization", "Gelu", "Erf", "Pow",
                                      "ReduceSum", "ReduceMean", "ReduceMax", "Resize", "ConvTranspose", "PRelu",
                                      "Mish", "Add", "Div", "Transpose")} | {("ai.minibuild", "SiLU")}
-    want |= {("ai.minibuild", "FusedConv"), ("ai.minibuild", "FusedConvAct")}
+    want |= {("ai.minibuild", "FusedConv"), ("ai.minibuild", "FusedConvAct"), ("ai.minibuild", "FusedMatMul")}
     assert want <= ops, want - ops
 
 
