@@ -42,7 +42,15 @@ typedef struct mrt_conv_params {
   int pad_copy;            /* 1: copy into scratch at pad_off, pad_floats floats */
   size_t pad_off, pad_floats;
   size_t *kofs;            /* im2col row k = (channel, kz, ky, kx): its offset in that buffer */
+  /* Depthwise, channel-blocked (conv_dw.h; dwb_vl 0: the plane path): VL
+   * channels a block, strips of dwb_sr output rows reading dwb_th x dwb_iw
+   * tile pixels; weights [block][tap][VL], then biases [block][VL]. */
+  size_t dwb_vl, dwb_sr, dwb_th, dwb_iw;
+  float *dwb_w;
 } mrt_conv_params;
+
+/* The channel-blocked depthwise path is speed code: `--tune size` keeps the plane path only. */
+#define MRT_CONV_DWB (!MRT_TUNE_SIZE)
 
 typedef struct mrt_im2col_ctx {
   const mrt_conv_params *p;
@@ -369,6 +377,10 @@ static void mrt_conv_post(const mrt_sgemm_epilogue *ep, size_t i, size_t j, size
   }
 }
 
+#if MRT_CONV_DWB
+#include "conv_dw.h"
+#endif
+
 MRT_PREPARE_CODE
 static int mrt_conv_int_attr_list(mrt_ctx *ctx, const mrt_node *node, const char *name,
                                   size_t want, int64_t minv, int64_t *out, int64_t dflt,
@@ -565,6 +577,9 @@ mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, const mrt_con
       }
     /* One padded plane per thread. */
     mrt_ctx_request_scratch(ctx, mrt_ctx_threads(ctx) * mrt_round_up(sx * p->dw_rows * p->dw_rw * sizeof(float), 64));
+#if MRT_CONV_DWB
+    if ((st = mrt_conv_dwb_prepare(ctx, p, w, b)) != MRT_STATUS_OK) return st;
+#endif
     return node->params = p, MRT_STATUS_OK;
   } else {
     p->path = MRT_CONV_IM2COL;
@@ -694,6 +709,12 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
   const float *res = node->n_inputs > 3 && node->inputs[3] ? (const float *)node->inputs[3]->data : NULL;
 
   if (p->path == MRT_CONV_DEPTHWISE) {
+#if MRT_CONV_DWB
+    if (p->dwb_vl) {
+      mrt_conv_dwb_run(node->pool, p, x, res, y, scratch);
+      return;
+    }
+#endif
     /* On the vector ISA of the GEMM kernel prepare chose. */
 #if defined(__x86_64__)
     mrt_dw_plane_fn plane = p->kern == &mrt_sgemm_avx2 ? mrt_conv_dw_plane__avx2 : mrt_conv_dw_plane__sse;

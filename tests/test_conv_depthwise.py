@@ -1,0 +1,182 @@
+"""Depthwise convolution against onnxruntime: the channel-blocked path (constant
+weights, VL channels a vector: 16 on AVX-512, 8 AVX2, 4 SSE and NEON) and the
+plane path (weights fed at run time, which the blocked path cannot pack at
+prepare), on channel counts around every VL (1, VL-1, VL+3, 3 VL), 3x3 / 5x5 /
+7x7 kernels, strides 1 to 3, asymmetric pads, dilation 2, 1-D, batch 2, the
+fused clamps and activations and the residual, under every ISA cap and at 1 and
+2 threads. aarch64 and armv7 run the same cases under qemu (test_arm_kernels.py)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from minibuild import optimize, registry as registry_mod
+
+ort = pytest.importorskip("onnxruntime")
+testing = pytest.importorskip("minibuild.testing")
+
+ISAS = [None, "avx2", "sse"]
+
+
+def _minirt():
+    testing._session_lib()
+    pkg = str(Path(registry_mod.resources.path("packaging", "python")))
+    if pkg not in sys.path:
+        sys.path.insert(0, pkg)
+    return importlib.import_module("minirt")
+
+
+def dw_model(x_shape, k, attrs, tail="none", w_input=False, bias=True, seed=0):
+    """Depthwise Conv (group = channels) on x_shape with kernel k (int or tuple)
+    followed by `tail`; the weights are an initializer, or a graph input when
+    w_input (the plane path). Returns the model, its runtime feeds and the op
+    the optimised graph should run."""
+    rng = np.random.default_rng(seed)
+    c = x_shape[1]
+    ks = (k,) * (len(x_shape) - 2) if isinstance(k, int) else tuple(k)
+    w = (rng.standard_normal((c, 1, *ks)) * (np.prod(ks) ** -0.5)).astype(np.float32)
+    feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
+    inits = {}
+    (feeds if w_input else inits)["w"] = w
+    ins = ["x", "w"]
+    if bias:
+        inits["b"] = (rng.standard_normal(c) * 0.3).astype(np.float32)
+        ins.append("b")
+    nodes = [helper.make_node("Conv", ins, ["c"], group=c, **attrs)]
+    fused = "Conv"
+    if tail == "relu6":
+        inits["lo"], inits["hi"] = np.float32(0), np.float32(6)
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
+        fused = "FusedConv"
+    elif tail == "silu":
+        nodes += [helper.make_node("Sigmoid", ["c"], ["s"]), helper.make_node("Mul", ["c", "s"], ["y"])]
+        fused = "FusedConvAct"
+    elif tail == "hardswish":
+        nodes.append(helper.make_node("HardSwish", ["c"], ["y"]))
+        fused = "FusedConvAct"
+    elif tail == "sigmoid":
+        nodes.append(helper.make_node("Sigmoid", ["c"], ["y"]))
+        fused = "FusedConvAct"
+    elif tail in ("add", "add_relu6"):
+        out = "y" if tail == "add" else "s"
+        nodes.append(helper.make_node("Add", ["c", "r"], [out]))
+        if tail == "add_relu6":
+            inits["lo"], inits["hi"] = np.float32(0), np.float32(6)
+            nodes.append(helper.make_node("Clip", ["s", "lo", "hi"], ["y"]))
+        fused = "FusedConv"
+    else:
+        nodes[0].output[0] = "y"
+    if tail in ("add", "add_relu6"):
+        probe = _model(nodes[:1], feeds, inits, ["c"])
+        feeds["r"] = rng.standard_normal(
+            [d.dim_value for d in probe.graph.output[0].type.tensor_type.shape.dim]).astype(np.float32)
+    return _model(nodes, feeds, inits, ["y"]), feeds, fused
+
+
+def _model(nodes, feeds, inits, outputs):
+    inputs = [helper.make_tensor_value_info(k, TensorProto.FLOAT, v.shape) for k, v in feeds.items()]
+    init = [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()]
+    m = helper.make_model(helper.make_graph(nodes, "dw", inputs, [], init),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    known = {vi.name: vi for vi in onnx.shape_inference.infer_shapes(m, strict_mode=True).graph.value_info}
+    m = helper.make_model(helper.make_graph(nodes, "dw", inputs, [known[o] for o in outputs], init),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def run_minirt(model, feeds, threads=1):
+    minirt = _minirt()
+    data, names = testing.convert_model(model, feeds, constant_inputs=[])
+    so = minirt.SessionOptions()
+    so.intra_op_num_threads = threads
+    sess = minirt.InferenceSession(data, sess_options=so)
+    try:
+        return sess.run(None, {k: feeds[k] for k in names})[0]
+    finally:
+        sess.close()
+
+
+def check(model, feeds, fused, threads=1):
+    reg = registry_mod.load()
+    g = optimize.from_model(onnx.ModelProto.FromString(model.SerializeToString()), "<test>",
+                            input_shapes={k: tuple(v.shape) for k, v in feeds.items()})
+    optimize.optimize(g, set(reg.ops))
+    assert [n.op_type for n in g.nodes] == [fused]
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = run_minirt(model, feeds, threads)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    return got
+
+
+# Channels around every VL: 1, VL - 1 (3, 7, 15), VL + 3 (7, 11, 19), 3 VL (12, 24, 48).
+CHANNELS = [1, 3, 7, 11, 15, 19, 48]
+
+# name -> (H, W, kernel, attributes)
+SHAPES = {
+    "3x3_s1": (13, 19, 3, {"pads": [1, 1, 1, 1]}),
+    "3x3_s2": (14, 15, 3, {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    "5x5_s1": (7, 7, 5, {"pads": [2, 2, 2, 2]}),
+    "5x5_s2": (14, 14, 5, {"pads": [2, 2, 2, 2], "strides": [2, 2]}),
+    "7x7_s3": (17, 20, 7, {"pads": [3, 2, 1, 3], "strides": [3, 3]}),
+    "3x3_asym": (9, 12, 3, {"pads": [0, 2, 1, 0]}),
+    "3x3_dil2": (12, 11, 3, {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
+    "5x5_s2_dil2_nopad": (20, 23, 5, {"strides": [2, 1], "dilations": [2, 2]}),
+    "3x5": (10, 33, (3, 5), {"pads": [1, 2, 1, 2]}),
+    "same_upper_s2": (15, 16, 3, {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+}
+
+
+@pytest.mark.parametrize("isa", ISAS, indirect=True)
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+@pytest.mark.parametrize("c", CHANNELS)
+def test_depthwise_blocked_and_plane(isa, shape, c):
+    h, w, k, attrs = SHAPES[shape]
+    for w_input in (False, True):
+        model, feeds, fused = dw_model((1, c, h, w), k, attrs, w_input=w_input, seed=c)
+        check(model, feeds, fused)
+
+
+@pytest.mark.parametrize("isa", ISAS, indirect=True)
+@pytest.mark.parametrize("tail", ["relu6", "silu", "hardswish", "sigmoid", "add", "add_relu6"])
+@pytest.mark.parametrize("c", [5, 19, 48])
+def test_depthwise_fused(isa, tail, c):
+    for shape, k, attrs in (((1, c, 7, 7), 5, {"pads": [2, 2, 2, 2]}),
+                            ((1, c, 15, 14), 3, {"pads": [1, 1, 1, 1], "strides": [2, 2]})):
+        for w_input in (False, True):
+            model, feeds, fused = dw_model(shape, k, attrs, tail, w_input=w_input, seed=c)
+            check(model, feeds, fused)
+
+
+@pytest.mark.parametrize("isa", ISAS, indirect=True)
+def test_depthwise_1d_batch_nobias(isa):
+    model, feeds, fused = dw_model((2, 19, 37), 5, {"pads": [2, 1], "strides": [2]}, "silu")
+    check(model, feeds, fused)
+    model, feeds, fused = dw_model((2, 21, 9, 10), 3, {"pads": [1, 1, 1, 1]}, "add_relu6", bias=False)
+    check(model, feeds, fused)
+    model, feeds, fused = dw_model((1, 17, 1, 40), (1, 7), {"pads": [0, 3, 0, 3]}, "relu6")
+    check(model, feeds, fused)
+
+
+@pytest.mark.parametrize("isa", ISAS, indirect=True)
+@pytest.mark.parametrize("case", ["big_plane", "many_channels", "residual_s2"])
+def test_depthwise_threads(isa, case):
+    """2 threads split channel blocks and row strips: the same bytes as 1 thread."""
+    if case == "big_plane":  # few channels on a big plane: the tasks are row strips
+        model, feeds, fused = dw_model((1, 5, 96, 90), 3, {"pads": [1, 1, 1, 1]}, "silu")
+    elif case == "many_channels":
+        model, feeds, fused = dw_model((2, 67, 14, 14), 5, {"pads": [2, 2, 2, 2]}, "hardswish")
+    else:
+        model, feeds, fused = dw_model((1, 35, 57, 58), 3, {"pads": [1, 1, 1, 1], "strides": [2, 2]}, "add_relu6")
+    one = check(model, feeds, fused, threads=1)
+    two = check(model, feeds, fused, threads=2)
+    assert np.array_equal(one, two)
