@@ -347,3 +347,81 @@ def test_bad_fused_nodes_are_refused_by_name(op, activation, residual, r_shape, 
     with pytest.raises(Exception, match=message) as err:
         testing.run_with_minirt(model, feeds)
     assert op in str(err.value)
+
+
+# --- the residual inside the GEMM's register tiles ----------------------------------
+#
+# On the last k block each tile adds the residual and clamps before it stores, so
+# the post stage has nothing left for FusedConv(residual=1) -> Relu / Clip / none.
+# The edge tiles (rows past a multiple of mr, columns past a multiple of nr) go
+# through local copies of C and of the residual; every one must give the unfused
+# graph's bytes: (acc + bias) + residual, then the Relu / Clip kernel's selects.
+
+# (c_in, c_out, h, w, kernel): c_out against mr = 8 (AVX-512, NEON) / 6 (AVX2, SSE):
+# 29 = 3*8+5 and 4*6+5 (a partial-row tile), 25 = 3*8+1 and 4*6+1 (one-row tiles),
+# 19; N = h*w against nr = 48 / 16 / 8: 49 = 48+1 (the 2-column tile), 143 = 2*48+47,
+# 30, 50 = 48+2; c_in = 300 is two k blocks (the residual joins on the second only).
+RESIDUAL_SHAPES = [
+    (24, 29, 7, 7, 1),
+    (300, 25, 11, 13, 1),
+    (16, 19, 5, 6, 3),
+    (40, 48, 5, 10, 3),
+    (64, 64, 9, 9, 1),
+]
+
+
+def residual_case(c_in, c_out, h, w, k, pattern, split=False, seed=5):
+    """Conv -> Add(residual) [-> Relu / Clip]; split: the conv's output is also a
+    graph output, which keeps the Add and the activation as their own kernels."""
+    rng = np.random.default_rng(seed)
+    feeds = {"x": randn(1, c_in, h, w, rng=rng), "r": randn(1, c_out, h, w, rng=rng)}
+    consts = {"w": randn(c_out, c_in, k, k, scale=(c_in * k * k) ** -0.5, rng=rng),
+              "b": randn(c_out, scale=0.3, rng=rng)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[k // 2] * 4)]
+    tail, extra = pattern_nodes(pattern)
+    consts.update(extra)
+    return make_model(nodes + tail, feeds, consts, ["y", "c"] if split else ["y"]), feeds
+
+
+@pytest.mark.parametrize("isa", [None, "avx2", "sse"] if toolchain.host_abi() == "x86_64" else [None],
+                         indirect=True)
+@pytest.mark.parametrize("shape", RESIDUAL_SHAPES, ids=lambda s: "{}-{}-{}x{}-k{}".format(*s))
+@pytest.mark.parametrize("pattern", ["add", "add_relu", "add_clip"])
+def test_residual_in_tiles_is_the_unfused_graph(isa, shape, pattern):
+    model, feeds = residual_case(*shape, pattern)
+    g = optimised(model, feeds)
+    assert ops_of(g) == [("ai.minibuild", "FusedConv")] and len(g.nodes[0].input) == 4, ops_of(g)
+    got = check_ort(model, feeds)[0]
+    plain, pfeeds = residual_case(*shape, pattern, split=True)
+    assert {op for _, op in ops_of(optimised(plain, pfeeds))} & {"Add"}
+    want = testing.run_with_minirt(plain, pfeeds)[0]
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("isa", [None, "avx2", "sse"] if toolchain.host_abi() == "x86_64" else [None],
+                         indirect=True)
+def test_residual_then_leakyrelu_keeps_its_post_stage(isa):
+    """Add then LeakyRelu: the tiles add the residual, the post stage still runs
+    the LeakyRelu on what they stored."""
+    model, feeds = residual_case(24, 29, 7, 7, 1, "add")
+    model.graph.node[-1].output[0] = "s"
+    model.graph.node.append(helper.make_node("LeakyRelu", ["s"], ["y"], alpha=0.15))
+    g = optimised(model, feeds)
+    assert [op for _, op in ops_of(g)] == ["FusedConv"], ops_of(g)
+    check_ort(model, feeds)
+
+
+@pytest.mark.parametrize("isa", [None, "avx2", "sse"] if toolchain.host_abi() == "x86_64" else [None],
+                         indirect=True)
+def test_gemm_and_matmul_with_ragged_tiles_add_no_residual(isa):
+    """Gemm (bias, Relu after) and MatMul share the tiles but never pass a residual:
+    an Add after them stays an Add and their outputs match onnxruntime."""
+    rng = np.random.default_rng(9)
+    feeds = {"a": randn(29, 300, rng=rng), "r": randn(29, 49, rng=rng), "m": randn(49, 25, rng=rng)}
+    consts = {"w": randn(49, 300, scale=300 ** -0.5, rng=rng), "b": randn(49, scale=0.3, rng=rng)}
+    nodes = [helper.make_node("Gemm", ["a", "w", "b"], ["g"], transB=1),
+             helper.make_node("Relu", ["g"], ["gr"]),
+             helper.make_node("Add", ["gr", "r"], ["y"]),
+             helper.make_node("MatMul", ["y", "m"], ["z"])]
+    model = make_model(nodes, feeds, consts, ["y", "z"])
+    check_ort(model, feeds)

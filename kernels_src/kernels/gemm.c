@@ -33,6 +33,29 @@ typedef float mrt_v16f __attribute__((vector_size(64)));
 #ifndef MRT_SGEMM_PF
 #define MRT_SGEMM_PF(a, b, AS, BS)
 #endif
+/* y = x < lo ? lo : x, then y > hi ? hi : y, lane by lane: the unfused Add's
+ * sum through the Relu / Clip kernels' selects (bit for bit, NaN passes, and
+ * lo > hi gives hi); on x86 each select is one maxps / minps. */
+#define MRT_SGEMM_SEL(VT, m, a, b) ((VT)(((__typeof__(m))(a) & (m)) | ((__typeof__(m))(b) & ~(m))))
+#define MRT_SGEMM_CLAMP_SEL(VT, x, lo, hi)                                                    \
+  do {                                                                                        \
+    x = MRT_SGEMM_SEL(VT, x < lo, lo, x);                                                     \
+    x = MRT_SGEMM_SEL(VT, x > hi, hi, x);                                                     \
+  } while (0)
+#if MRT_SGEMM_TILE_RES
+/* The residual on a finished tile value x at row r, vector v (gemm.h). */
+#define MRT_SGEMM_TILE_RES_INIT(VT) const VT plo = (VT){0} + args->post_lo, phi = (VT){0} + args->post_hi;
+#define MRT_SGEMM_TILE_RES_ADD(VT, VL, x, r, v)                                                \
+  if (args->res) {                                                                            \
+    VT rv;                                                                                    \
+    __builtin_memcpy(&rv, args->res + (size_t)(r) * ldc + (v) * (VL), sizeof(VT));            \
+    x += rv;                                                                                  \
+    MRT_SGEMM_CLAMP_SEL(VT, x, plo, phi);                                                     \
+  }
+#else
+#define MRT_SGEMM_TILE_RES_INIT(VT)
+#define MRT_SGEMM_TILE_RES_ADD(VT, VL, x, r, v)
+#endif
 #define MRT_SGEMM_TILE(NAME, ATTR, VT, VL, MR, NV, AS, BS)                                          \
   ATTR static void NAME(size_t kc, const float *MRT_RESTRICT a, const float *MRT_RESTRICT b,   \
                         float *MRT_RESTRICT c, size_t ldc, const mrt_sgemm_tile_args *args) {  \
@@ -52,6 +75,7 @@ typedef float mrt_v16f __attribute__((vector_size(64)));
       b += BS;                                                                                \
     }                                                                                         \
     const VT lo = (VT){0} + args->lo, hi = (VT){0} + args->hi;                                \
+    MRT_SGEMM_TILE_RES_INIT(VT)                                                               \
     _Pragma("clang loop unroll(full)") for (int r = 0; r < MR; ++r) {                         \
       _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v) {                       \
         float *p = c + (size_t)r * ldc + v * VL;                                              \
@@ -69,6 +93,7 @@ typedef float mrt_v16f __attribute__((vector_size(64)));
             x += bc;                                                                          \
           }                                                                                   \
           x = MRT_VMIN(MRT_VMAX(x, lo), hi);                                                  \
+          MRT_SGEMM_TILE_RES_ADD(VT, VL, x, r, v)                                             \
         }                                                                                     \
         __builtin_memcpy(p, &x, sizeof(VT));                                                  \
       }                                                                                       \
@@ -144,6 +169,11 @@ MRT_AVX512 static void mrt_sgemm_kernel_8x2__avx512(size_t kc, const float *MRT_
         if (args->bias_col) x += args->bias_col[j];
         x = x < args->lo ? args->lo : x;
         x = x > args->hi ? args->hi : x;
+        if (args->res) {
+          x += args->res[(size_t)r * ldc + j];
+          x = x < args->post_lo ? args->post_lo : x;
+          x = x > args->post_hi ? args->post_hi : x;
+        }
       }
       c[(size_t)r * ldc + j] = x;
     }
@@ -369,6 +399,21 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
   args.hi = ep ? ep->hi : inf;
   float tmp_c[384], tmp_row[32], tmp_col[64];
   MRT_ASSERT(mr * nr <= 384 && mr <= 32 && nr <= 64);
+#if MRT_SGEMM_TILE_RES
+  /* The post stage gets the epilogue without the residual the tiles add, and
+   * is skipped when that was all it had to do. */
+  const mrt_sgemm_epilogue *post = ep && ep->post ? ep : NULL;
+  const float *res = ep ? ep->res : NULL;
+  float tmp_res[384];
+  mrt_sgemm_epilogue post_ep;
+  if (res) {
+    args.post_lo = ep->post_lo;
+    args.post_hi = ep->post_hi;
+    post_ep = *ep;
+    post_ep.res = NULL;
+    post = post && (ep->leaky || ep->act) ? &post_ep : NULL;
+  }
+#endif
 
   for (size_t j0 = j_lo; j0 < j_hi; j0 += nc) {
     const size_t ncur = mrt_min(nc, j_hi - j0);
@@ -402,6 +447,10 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
             float *cp = c + i * ldc + j;
             args.bias_row = ep && ep->bias_row ? ep->bias_row + i : NULL;
             args.bias_col = ep && ep->bias_col ? ep->bias_col + j : NULL;
+#if MRT_SGEMM_TILE_RES
+            const float *rp = res ? res + i * ldc + j : NULL;
+            args.res = args.last ? rp : NULL;
+#endif
             if (mm == mr && nn == nr) {
               kern->tile(kcur, ap + ir * kcur, bp + jr * kcur, cp, ldc, &args);
               continue;
@@ -429,6 +478,14 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
               }
               if (args.accumulate)
                 for (size_t r = 0; r < mm; ++r) memcpy(tmp_c + r * nr, cp + r * ldc, nn * sizeof(float));
+#if MRT_SGEMM_TILE_RES
+              /* The residual in the local copy's layout; rows past mm are
+               * computed but never stored, so their values do not matter. */
+              if (args.res) {
+                for (size_t r = 0; r < mm; ++r) memcpy(tmp_res + r * nr, rp + r * ldc, nn * sizeof(float));
+                args.res = tmp_res;
+              }
+#endif
               tile(kcur, ap + ir * kcur, bp + jr * kcur, tmp_c, nr, &args);
               for (size_t r = 0; r < mm; ++r) memcpy(cp + r * ldc, tmp_c + r * nr, nn * sizeof(float));
               continue;
@@ -438,6 +495,15 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
               float *dst = nn == nr ? cp + r * ldc : tmp_c;
               if (nn < nr && args.accumulate) memcpy(tmp_c, cp + r * ldc, nn * sizeof(float));
               args.bias_row = bias_row ? bias_row + r : NULL;
+#if MRT_SGEMM_TILE_RES
+              if (args.res) {
+                args.res = rp + r * ldc;
+                if (nn < nr) {
+                  memcpy(tmp_res, args.res, nn * sizeof(float));
+                  args.res = tmp_res;
+                }
+              }
+#endif
               kern->row(kcur, ap + ir * kcur + r, bp + jr * kcur, dst, nr, &args);
               if (nn < nr) memcpy(cp + r * ldc, tmp_c, nn * sizeof(float));
             }
@@ -448,7 +514,11 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
          * (hardware prefetch) and the activation is one call a row. Per tile,
          * the residual's 48-float row pieces each waited on memory and the
          * activation cost a call per 48 floats: slower than the unfused ops. */
+#if MRT_SGEMM_TILE_RES
+        if (args.last && post) post->post(post, i0, j0, mcur, ncur, c + i0 * ldc + j0, ldc);
+#else
         if (args.last && ep && ep->post) ep->post(ep, i0, j0, mcur, ncur, c + i0 * ldc + j0, ldc);
+#endif
       }
     }
   }

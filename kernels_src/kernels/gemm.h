@@ -41,6 +41,16 @@ extern "C" {
 #define MRT_SGEMM_NARROW 2
 #endif
 
+/* The residual of a FusedConv joins the tile in registers (the last k block):
+ * C = clamp(clamp(acc + bias, lo, hi) + res, post_lo, post_hi), so the post
+ * stage need not pass over C again and read the residual. Not under --tune
+ * size, whose tiles stay small: its post stage adds the residual per block. */
+#if !MRT_TUNE_SIZE
+#define MRT_SGEMM_TILE_RES 1
+#else
+#define MRT_SGEMM_TILE_RES 0
+#endif
+
 /* Extra per-tile arguments, applied only on the last k block. */
 typedef struct mrt_sgemm_tile_args {
   const float *bias_row; /* mr values or NULL */
@@ -48,6 +58,10 @@ typedef struct mrt_sgemm_tile_args {
   float lo, hi;          /* clamp bounds (-inf, +inf for none) */
   int accumulate;        /* add to C instead of overwriting it */
   int last;              /* last k block: apply bias and clamp */
+#if MRT_SGEMM_TILE_RES
+  const float *res;      /* residual tile, C's row stride (the tile's ldc), or NULL */
+  float post_lo, post_hi; /* clamp after the residual */
+#endif
 } mrt_sgemm_tile_args;
 
 /* A full mr x nr tile: C = (acc ? C : 0) + Apanel * Bpanel (+ epilogue). */
