@@ -271,3 +271,39 @@ def test_isa_cap_switches_the_path(monkeypatch):
     sse = testing.run_with_minirt(model, feeds)[0]
     np.testing.assert_allclose(sse, best, rtol=1e-4, atol=1e-3)
     assert not np.array_equal(sse, best)
+
+
+# --- large planes: several B blocks along N, rows of tiles -------------------------
+#
+# The AVX-512 driver walks rows of tiles and sizes the B block for L2 (384 KB: 384
+# columns at k blocks of 256, 1536 at k = 64), so planes past that width cut N into
+# several blocks, each with its own ragged last panel; the residual joins the last
+# k block of each. Every ISA cap, against onnxruntime.
+
+LARGE_PLANES = [
+    # (c_in, c_out, h, w, kernel, stride): N = 667 = 13 * 48 + 43, k = 300 (two k blocks)
+    (300, 70, 23, 29, 1, 1),
+    # k = 64 (one k block, B blocks of 1536 columns): N = 1617 = 33 * 49
+    (64, 29, 33, 49, 1, 1),
+    # 3x3 through im2col, k = 288, stride 2 halves a 41 x 47 plane to 21 x 24 = 504
+    (32, 20, 41, 47, 3, 2),
+]
+
+
+@pytest.mark.parametrize("isa", [None, "avx2", "sse"] if toolchain.host_abi() == "x86_64" else [None],
+                         indirect=True)
+@pytest.mark.parametrize("shape", LARGE_PLANES, ids=lambda s: "{}-{}-{}x{}-k{}s{}".format(*s))
+@pytest.mark.parametrize("residual", [False, True])
+def test_large_planes_cut_in_b_blocks(isa, shape, residual):
+    c_in, c_out, h, w, k, s = shape
+    feeds = {"x": randn(1, c_in, h, w)}
+    consts = {"w": (randn(c_out, c_in, k, k) * (c_in * k * k) ** -0.5).astype(np.float32), "b": randn(c_out)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[k // 2] * 4, strides=[s, s])]
+    if residual:
+        ho, wo = (h + 2 * (k // 2) - k) // s + 1, (w + 2 * (k // 2) - k) // s + 1
+        feeds["r"] = randn(1, c_out, ho, wo)
+        nodes.append(helper.make_node("Add", ["c", "r"], ["s"]))
+        nodes.append(helper.make_node("Relu", ["s"], ["y"]))
+    else:
+        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
+    check(model_of(nodes, feeds, consts), feeds)
