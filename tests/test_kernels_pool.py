@@ -100,6 +100,25 @@ def test_averagepool(shape, attrs, include_pad):
     check(pool_model("AveragePool", x, opset=19, count_include_pad=include_pad, **attrs), {"x": x}, exact=False)
 
 
+# GlobalAveragePool on the planes of a squeeze-excitation block (7x7, 14x14, 56x56: the
+# vector sums' 32-float body, 8-float steps and scalar tail), with many channels so two
+# threads split them, against onnxruntime; two threads give the same bytes as one.
+@pytest.mark.parametrize("shape", [(1, 1152, 7, 7), (1, 96, 14, 14), (2, 24, 56, 56), (1, 3, 37), (1, 5, 1, 7)])
+def test_global_average_pool_planes(shape):
+    x = RNG.standard_normal(shape).astype(np.float32) + 0.25
+    model = pool_model("GlobalAveragePool", x, opset=1)
+    check(model, {"x": x}, exact=False)
+    data, _ = testing.convert_model(model, {"x": x}, [])
+    import minirt  # on sys.path once run_with_minirt ran
+    outs = []
+    for threads in (1, 2):
+        so = minirt.SessionOptions()
+        so.intra_op_num_threads = threads
+        with minirt.InferenceSession(data, sess_options=so) as sess:
+            outs.append(sess.run(None, {"x": x})[0])
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
 # --- the NEON (aarch64) and portable-vector (armv7) builds under qemu ---------------------------
 
 QEMU_GEOMETRIES = [GEOMETRIES[i] for i in (0, 1, 3, 4, 5, 6, 9, 13, 14)]

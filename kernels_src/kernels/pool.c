@@ -596,20 +596,62 @@ mrt_status mrt_globalaveragepool_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   return gpool_prepare(node, ctx);
 }
 
+#if !MRT_TUNE_SIZE
+typedef float gap_vec __attribute__((vector_size(8 * sizeof(float))));
+
+/* Sum of n floats: four vector accumulators, so the adds do not each wait on
+ * the one before (four partial sums, one vector, ran at a float a cycle:
+ * EfficientNet-B0's squeeze-excitation pools 0.38 ms against onnxruntime's
+ * 0.24). arm64: +296 B with the thread split, so --tune size keeps the loop
+ * below. */
+static float gap_sum(size_t n, const float *x) {
+  gap_vec a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, v;
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    memcpy(&v, x + i, sizeof v), a0 += v;
+    memcpy(&v, x + i + 8, sizeof v), a1 += v;
+    memcpy(&v, x + i + 16, sizeof v), a2 += v;
+    memcpy(&v, x + i + 24, sizeof v), a3 += v;
+  }
+  for (; i + 8 <= n; i += 8) memcpy(&v, x + i, sizeof v), a1 += v;
+  a0 = (a0 + a1) + (a2 + a3);
+  float s = ((a0[0] + a0[4]) + (a0[1] + a0[5])) + ((a0[2] + a0[6]) + (a0[3] + a0[7]));
+  for (; i < n; i++) s += x[i];
+  return s;
+}
+#else
+static float gap_sum(size_t n, const float *x) {
+  float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) s0 += x[i], s1 += x[i + 1], s2 += x[i + 2], s3 += x[i + 3];
+  for (; i < n; i++) s0 += x[i];
+  return (s0 + s1) + (s2 + s3);
+}
+#endif
+
+typedef struct gap_job {
+  const gpool_params *p;
+  const float *x;
+  float *y;
+  size_t per_task;
+} gap_job;
+
+static void gap_task(void *arg, size_t t, size_t thread) {
+  const gap_job *j = arg;
+  const size_t c0 = t * j->per_task, c1 = c0 + j->per_task < j->p->planes ? c0 + j->per_task : j->p->planes;
+  const float inv = 1.0f / (float)j->p->plane;
+  MRT_UNUSED(thread);
+  for (size_t c = c0; c < c1; c++) j->y[c] = gap_sum(j->p->plane, j->x + c * j->p->plane) * inv;
+}
+
 void mrt_globalaveragepool_run_f32(const mrt_node *node, void *scratch) {
   MRT_UNUSED(scratch);
   const gpool_params *p = node->params;
-  const float *x = node->inputs[0]->data;
-  float *y = node->outputs[0]->data;
-  const float inv = 1.0f / (float)p->plane;
-  for (size_t c = 0; c < p->planes; c++, x += p->plane) {
-    /* Four partial sums: breaks the add dependency chain and lets it vectorise. */
-    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    size_t i = 0;
-    for (; i + 4 <= p->plane; i += 4) s0 += x[i], s1 += x[i + 1], s2 += x[i + 2], s3 += x[i + 3];
-    for (; i < p->plane; i++) s0 += x[i];
-    y[c] = ((s0 + s1) + (s2 + s3)) * inv;
-  }
+  if (p->planes == 0) return;
+  /* Channels split between the session's threads, 2^15 floats a task at least. */
+  const size_t tasks = mrt_pool_tasks(node->pool, p->planes * p->plane, (size_t)1 << 15);
+  gap_job job = {p, node->inputs[0]->data, node->outputs[0]->data, (p->planes + tasks - 1) / tasks};
+  mrt_parallel_for(node->pool, (p->planes + job.per_task - 1) / job.per_task, gap_task, &job);
 }
 #endif
 
