@@ -77,8 +77,6 @@ typedef float (*mrt_vexp_sum_fn)(size_t n, const float *x, float m, float *y);
   } while (0)
 
 #if defined(__x86_64__)
-/* AVX2 + FMA: the same eight lanes; sigmoid keeps its division (rcpps is good
- * to 12 bits: after one Newton step its own 1.3e-7 would join exp's error). */
 #define MRT_VATTR __attribute__((target("avx2,fma")))
 #define MRT_VSUFFIX _avx2
 #include "vmath_impl.h"
@@ -89,10 +87,8 @@ typedef float (*mrt_vexp_sum_fn)(size_t n, const float *x, float m, float *y);
 #undef MRT_VW
 
 /* AVX-512F: sixteen lanes, where the AVX-512 GEMM is built (gemm.h's
- * condition: not Android, not --tune size). vrcp14ps and one Newton step make
- * sigmoid's quotient (2^-14 squared: well under float's rounding) at a fraction
- * of a zmm division's cost; vscalefps makes exp's 2^n, denormals and overflow
- * included. */
+ * condition: not Android, not --tune size); vscalefps makes exp's 2^n,
+ * denormals and overflow included. */
 #if !defined(__ANDROID__) && !MRT_TUNE_SIZE
 #define MRT_VMATH_AVX512 1
 #include <immintrin.h>
@@ -101,7 +97,6 @@ typedef int32_t mrt_vi16 __attribute__((vector_size(16 * sizeof(int32_t))));
 #define MRT_VF mrt_vf16
 #define MRT_VI mrt_vi16
 #define MRT_VW 16
-#define MRT_VRCP(d) ((mrt_vf16)_mm512_rcp14_ps((__m512)(d)))
 #define MRT_VSCALEF(p, n) ((mrt_vf16)_mm512_scalef_ps((__m512)(p), (__m512)(n)))
 #define MRT_VATTR __attribute__((target("avx512f")))
 #define MRT_VSUFFIX _avx512
@@ -111,7 +106,6 @@ typedef int32_t mrt_vi16 __attribute__((vector_size(16 * sizeof(int32_t))));
 #undef MRT_VF
 #undef MRT_VI
 #undef MRT_VW
-#undef MRT_VRCP
 #undef MRT_VSCALEF
 #else
 #define MRT_VMATH_AVX512 0

@@ -4,8 +4,8 @@
  * MRT_VATTR, so each copy is compiled for its ISA as a whole (a 256- or 512-bit
  * vector cannot be passed between functions of different ISAs). The includer
  * defines the vector types MRT_VF / MRT_VI, their lane count MRT_VW and, where
- * the ISA has them, MRT_VRCP (a reciprocal good to float's rounding) and
- * MRT_VSCALEF (p * 2^n in one instruction). No include guard on purpose.
+ * the ISA has it, MRT_VSCALEF (p * 2^n in one instruction). No include guard
+ * on purpose.
  */
 #define V(name) MRT_VNAME(name, MRT_VSUFFIX)
 #define MRT_VINLINE MRT_VATTR static inline
@@ -13,11 +13,6 @@
 #define VI MRT_VI
 #define VW MRT_VW
 #define VSPLAT(c) ((VF){0} + (c))
-#ifdef MRT_VRCP
-#define VRCP(d) MRT_VRCP(d)
-#else
-#define VRCP(d) (1.0f / (d))
-#endif
 
 MRT_VINLINE VF V(mrt_vload)(const float *p) {
   VF v;
@@ -111,37 +106,19 @@ MRT_VINLINE VF V(mrt_vexp_neg)(VF a) {
 #endif
 }
 
-/* num / (1 + e) for e = exp(-|x|) >= 0: a division, or with MRT_VRCP its
- * estimate and one Newton step on the quotient itself (one rounding less than
- * a reciprocal times num). */
-MRT_VINLINE VF V(mrt_vdiv_1pe)(VF num, VF e) {
-  const VF d = 1.0f + e;
-#ifdef MRT_VRCP
-  const VF r = MRT_VRCP(d), q = num * r;
-  return q + r * (num - d * q);
-#else
-  return num / d;
-#endif
-}
-
 /* sigmoid(x) = 1 / (1 + e) for x >= 0, e / (1 + e) below, with e = exp(-|x|):
- * no overflow, no division where the ISA has a fast reciprocal, NaN stays NaN.
- * Below x = -87.3 the true value is a denormal: 0 here, or with MRT_VSCALEF a
- * denormal of a few bits (0 from x = -104). */
+ * no overflow, NaN stays NaN. Below x = -87.3 the true value is a denormal: 0
+ * here, or with MRT_VSCALEF a denormal of a few bits (0 from x = -104).
+ * (vrcp14ps and a Newton step measured no faster than the zmm division.) */
 MRT_VINLINE VF V(mrt_vsigmoid)(VF x) {
   const VF e = V(mrt_vexp_neg)((VF)((VI)x | (int32_t)0x80000000));
-  return V(mrt_vdiv_1pe)(V(mrt_vsel)(x < 0.0f, e, VSPLAT(1.0f)), e);
+  return V(mrt_vsel)(x < 0.0f, e, VSPLAT(1.0f)) / (1.0f + e);
 }
 
 /* x * sigmoid(x): very negative x gives -0, as it should. */
 MRT_VINLINE VF V(mrt_vsilu)(VF x) {
   const VF e = V(mrt_vexp_neg)((VF)((VI)x | (int32_t)0x80000000));
-#ifdef MRT_VRCP
-  /* x times the quotient: a Newton step on x e / (1 + e) would meet inf - inf at x = inf. */
-  return x * V(mrt_vdiv_1pe)(V(mrt_vsel)(x < 0.0f, e, VSPLAT(1.0f)), e);
-#else
-  return V(mrt_vdiv_1pe)(V(mrt_vsel)(x < 0.0f, x * e, x), e);
-#endif
+  return V(mrt_vsel)(x < 0.0f, x * e, x) / (1.0f + e);
 }
 
 /*
@@ -262,11 +239,11 @@ MRT_VINLINE VF V(mrt_vgelu)(VF x) {
   return 0.5f * x * V(mrt_vsel)(w < 0.0f, 2.0f - e, e);
 }
 
-/* The tanh form x/2 * (1 + tanh(u)) is x * sigmoid(2u) = x / (1 + exp(-2u)),
- * u = sqrt(2/pi) (x + 0.044715 x^3): no cancellation for negative x. */
+/* The tanh form x/2 * (1 + tanh(u)) is x * sigmoid(2u), u = sqrt(2/pi) (x +
+ * 0.044715 x^3): no cancellation for negative x, no overflow. */
 MRT_VINLINE VF V(mrt_vgelu_tanh)(VF x) {
-  const VF u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-  return x / (1.0f + V(mrt_vexp)(-2.0f * u));
+  const VF u2 = 1.5957691216057308f * (x + 0.044715f * x * x * x);
+  return x * V(mrt_vsigmoid)(u2);
 }
 
 /* The array functions the kernels hold pointers to (see MRT_VSELECT). */
@@ -325,4 +302,3 @@ MRT_VATTR static float V(mrt_vexp_shift_sum)(size_t n, const float *x, float m, 
 #undef VI
 #undef VW
 #undef VSPLAT
-#undef VRCP
