@@ -119,6 +119,30 @@ def test_global_average_pool_planes(shape):
     np.testing.assert_array_equal(outs[0], outs[1])
 
 
+def test_tune_size_pools_run_the_separable_form(tmp_path):
+    """--tune size leaves the flat form (stride 1 in H and W, float) out: those pools run
+    the separable form there, and still match onnxruntime."""
+    import json
+
+    from minibuild import cli, toolchain
+    models_dir = tmp_path / "models"
+    models_dir.mkdir()
+    cases = [("max_same", "MaxPool", (1, 4, 13, 17), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])),
+             ("avg_same", "AveragePool", (1, 4, 13, 17), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])),
+             ("avg_plane", "AveragePool", (1, 2, 9, 9), dict(kernel_shape=[9, 9], count_include_pad=1))]
+    for name, op, shape, attrs in cases:
+        x = pool_input(shape, np.float32)
+        onnx.save(pool_model(op, x, opset=19 if op == "AveragePool" else 12, **attrs), models_dir / f"{name}.onnx")
+    out = tmp_path / "out"
+    assert cli.main(["--models", str(models_dir), "--out", str(out), "--abi", toolchain.host_abi(),
+                     "--tune", "size"]) == 0
+    assert "#define MRT_TUNE_SIZE 1" in (out / "build" / "gen" / "config.h").read_text()
+    report = tmp_path / "verify.json"
+    assert cli.main(["verify", "--models", str(models_dir), "--out", str(out), "--json", str(report)]) == 0
+    doc = json.loads(report.read_text())
+    assert len(doc["models"]) == 3 and all(o["ok"] for m in doc["models"] for o in m["outputs"])
+
+
 # --- the NEON (aarch64) and portable-vector (armv7) builds under qemu ---------------------------
 
 QEMU_GEOMETRIES = [GEOMETRIES[i] for i in (0, 1, 3, 4, 5, 6, 9, 13, 14)]

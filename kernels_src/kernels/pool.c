@@ -79,7 +79,15 @@ static int64_t pool_row_len(const pool_params *p) {
   return (reach > lw ? reach : lw) + 2 * (int64_t)POOL_HVL;
 }
 
-#if defined(POOL_FLOAT)
+/* The flat form is a speed path (the separable one computes the same): --tune
+ * size leaves it out. */
+#if defined(POOL_FLOAT) && !MRT_TUNE_SIZE
+#define POOL_FLAT 1
+#else
+#define POOL_FLAT 0
+#endif
+
+#if POOL_FLAT
 
 /*
  * Flat form, for stride 1 in H and W (the "same" 3x3 pools of Inception, and
@@ -149,7 +157,7 @@ static inline void pool_flat(const pool_params *p, const float *x, float *y, flo
       for (size_t i = 0; i < oh * ow; i++) y[i] /= p->div[i];
   }
 }
-#endif /* POOL_FLOAT: the 8-bit MaxPool runs the separable form only */
+#endif /* POOL_FLAT: the 8-bit MaxPool runs the separable form only */
 
 MRT_PREPARE_CODE
 static mrt_status pool_prepare(mrt_node *node, mrt_ctx *ctx, int max_outputs, int has_dilations,
@@ -244,7 +252,7 @@ static mrt_status pool_prepare(mrt_node *node, mrt_ctx *ctx, int max_outputs, in
     return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED,
                          "the last axis' windows reach %lld elements, above 2^29 (kernel, dilation or pads too large)",
                          (long long)pool_row_len(p));
-#if defined(POOL_FLOAT)
+#if POOL_FLAT
   if (p->in[0] == 1 && p->out[0] == 1 && p->s[1] == 1 && p->s[2] == 1 &&
       (st = pool_flat_prepare(node, ctx, p)) != MRT_STATUS_OK)
     return st;
@@ -425,7 +433,7 @@ static void pool_task(void *varg, size_t task, size_t thread) {
   const size_t c1 = c0 + j->per_task < j->p->planes ? c0 + j->per_task : j->p->planes;
   if (c0 >= c1) return;
   pool_t *buf = (pool_t *)(j->scratch + thread * j->p->scratch_stride);
-#if defined(POOL_FLOAT)
+#if POOL_FLAT
   if (j->p->flat)
     pool_flat(j->p, j->x, j->y, buf, POOL_IS_MAX, c0, c1);
   else
@@ -540,6 +548,7 @@ mrt_status mrt_averagepool_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = pool_prepare(node, ctx, 1, node->opset >= 19, &p);
   if (st) return st;
   p->count_include_pad = mrt_attr_int(node, "count_include_pad", 0) != 0;
+#if POOL_FLAT
   if (p->flat) {
     const size_t oh = (size_t)p->out[1], ow = (size_t)p->out[2];
     p->div = mrt_ctx_alloc(ctx, oh * ow * sizeof *p->div);
@@ -551,6 +560,7 @@ mrt_status mrt_averagepool_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
         p->div[i * ow + j] = cnt > 0 ? (float)cnt : __builtin_inff(); /* sum of padding / inf = 0 */
       }
   }
+#endif
   node->params = p;
   return MRT_STATUS_OK;
 }
