@@ -4,7 +4,8 @@ mrt_run), run under qemu-user against onnxruntime on the same inputs:
 
 - qop_u8 / qop_s8: MaxPool on uint8 / int8 (pads, strides, ceil_mode, 1-D and 2-D),
   com.microsoft QLinearAveragePool (pads, ceil_mode, count_include_pad, channels_last,
-  1-D, the global path) and QLinearConcat (pieces with their own scales, one a copy);
+  1-D, the global path), QLinearConcat (pieces with their own scales, one a copy) and
+  QLinearAdd (qgemm's vector loop: fused multiply-adds on aarch64, double on armv7);
 - qdq: a QDQ graph the build lowers (AveragePool, Concat of equal and of different
   parameters, LeakyRelu, MaxPool on the int8 value);
 - dynamic: quantize_dynamic's DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul
@@ -92,7 +93,12 @@ def qop_block(t):
     ap_glob = g.op("QLinearAveragePool", ["x", *sx, *sp], MS, kernel_shape=[13, 11])
     # mp keeps x's parameters (a max); ap has sp; mp again with sk's parameters: a copy
     cat = g.op("QLinearConcat", [*sk, mp, *sx, ap, *sp, mp, *sk], MS, axis=1)
-    return g.model(feeds, [mp, mp1, ap, ap_inc, ap_nhwc, ap_1d, ap_glob, cat], t), feeds
+    # QLinearAdd: 715 values (vectors and a tail), and a residual of 8,400 values
+    feeds["x2"] = _q((1, 5, 13, 11), t)
+    add = g.op("QLinearAdd", ["x", *sx, "x2", *sp, *sk], MS)
+    feeds["r0"], feeds["r1"] = _q((1, 24, 20, 17), t), _q((1, 24, 20, 17), t)
+    res = g.op("QLinearAdd", ["r0", *sp, "r1", *sk, *sx], MS)
+    return g.model(feeds, [mp, mp1, ap, ap_inc, ap_nhwc, ap_1d, ap_glob, cat, add, res], t), feeds
 
 
 def qdq_block():
@@ -156,6 +162,7 @@ def test_blocks_reach_the_int8_kernels(arm_build):
     sigs = {(e.op, s) for e in res.manifest.entries for s in e.signatures}
     for op, s in [("MaxPool", "uint8"), ("MaxPool", "int8"), ("QLinearAveragePool", "uint8"),
                   ("QLinearAveragePool", "int8"), ("QLinearConcat", "uint8"), ("QLinearConcat", "int8"),
+                  ("QLinearAdd", "uint8"), ("QLinearAdd", "int8"),
                   ("QLinearLeakyRelu", "uint8"), ("Concat", "uint8"), ("DynamicQuantizeMatMul", "float32,int8"),
                   ("DynamicQuantizeMatMul", "float32,uint8")]:
         assert (op, s) in sigs, (op, s, sorted(sigs))

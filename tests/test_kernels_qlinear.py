@@ -179,7 +179,7 @@ def test_qlinearmatmul_and_qgemm_every_qgemm_family(isa, t, k):
 def test_qlinear_kernels_on_threads(isa):
     """qgemm split across a session's threads (along the output columns of a
     convolution, the rows of a MatMul with constant b; MatMulInteger, ConvInteger
-    too) and depthwise channels split:
+    too), depthwise channels and a QLinearAdd's values split:
     the same bytes as onnxruntime's, from every task's disjoint ranges."""
     from minibuild.testing import convert_model
     cases = []
@@ -201,6 +201,12 @@ def test_qlinear_kernels_on_threads(isa):
     cases.append((_model("MatMulInteger", {"a": a}, {"b": _q((300, 96), np.int8), "az": _q((), np.uint8),
                                                      "bz": np.zeros(96, np.int8)}, [64, 96], TensorProto.INT32,
                          _order=["a", "b", "az", "bz"]), {"a": a}))
+    for t in (np.uint8, np.int8):  # a residual QLinearAdd cut into 64-byte aligned pieces, the last one short
+        a, b = _q((1, 64, 40, 41), t), _q((1, 64, 40, 41), t)
+        consts = {"as": _scale(), "az": _q((), t), "bs": _scale(), "bz": _q((), t), "cs": np.array(0.05, np.float32),
+                  "cz": _q((), t)}
+        cases.append((_model("QLinearAdd", {"a": a, "b": b}, consts, [1, 64, 40, 41], NP[t], domain="com.microsoft",
+                             _order=["a", "as", "az", "b", "bs", "bz", "cs", "cz"]), {"a": a, "b": b}))
     x = _q((1, 16, 20, 20), np.uint8)
     cases.append((_model("ConvInteger", {"x": x}, {"w": _q((32, 16, 3, 3), np.uint8), "xz": _q((), np.uint8),
                                                    "wz": _q((), np.uint8)}, [1, 32, 20, 20], TensorProto.INT32,
@@ -254,6 +260,24 @@ def test_qlinear_binary(op, t, bshape):
     model = _model(op, {"a": a, "b": b}, consts, [2, 8, 5, 5], NP[t], domain="com.microsoft",
                    _order=["a", "as", "az", "b", "bs", "bz", "cs", "cz"])
     _check(model, {"a": a, "b": b})
+
+
+@pytest.mark.parametrize("isa", ISAS, indirect=True)
+@pytest.mark.parametrize("t", [np.uint8, np.int8])
+@pytest.mark.parametrize("shape", [(1, 3, 5, 7), (1, 16, 33, 35)])
+def test_qlinear_add_every_family(isa, t, shape):
+    """QLinearAdd's vector loops (16, 8 and 4 lanes by family) and their tails: 105
+    and 18,480 values; zero points at the type's ends, scales that saturate both ways,
+    and values that land on .5 steps (sa = sb = 2 sc)."""
+    a, b = _q(shape, t), _q(shape, t)
+    info = np.iinfo(t)
+    for az, bz, sa, sb, cz in [(info.min, info.max, 0.03, 0.02, 0), (info.max, info.min, 0.2, 0.3, info.max // 3),
+                               (3, -2 if t == np.int8 else 7, 0.1, 0.1, 5)]:
+        consts = {"as": np.array(sa, np.float32), "az": np.array(az, t), "bs": np.array(sb, np.float32),
+                  "bz": np.array(bz, t), "cs": np.array(0.05, np.float32), "cz": np.array(cz, t)}
+        model = _model("QLinearAdd", {"a": a, "b": b}, consts, list(shape), NP[t], domain="com.microsoft",
+                       _order=["a", "as", "az", "b", "bs", "bz", "cs", "cz"])
+        _check(model, {"a": a, "b": b})
 
 
 @pytest.mark.parametrize("t", [np.uint8, np.int8])

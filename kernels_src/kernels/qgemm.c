@@ -251,6 +251,60 @@ static inline mrt_v4i mrt_madd_generic(mrt_v4i acc, mrt_v4i x, mrt_v4i y) {
     }                                                                                           \
   }
 
+/*
+ * QLinearAdd, VL values at a time (see mrt_qgemm_add): onnxruntime's x86 (AVX2)
+ * arithmetic, v = fma(a, ka, fma(b, kb, fixed)) on the raw values, fixed = zc -
+ * (ka za + kb zb) made at prepare, rounded half to even and saturated. FMA is the
+ * instruction where the CPU has it, else the product in double (exact: an 8-bit
+ * value times a float) plus the addend, rounded once to float, which is the fused
+ * result whenever the sum fits double's 53 bits (the addend within 2^22 of the
+ * product's scale: any real model's scales). A tail shorter than VL runs as one
+ * vector over copies padded with zeros (y may be a or b).
+ */
+#define MRT_QADD_FMA_HW(x, k, t) __builtin_elementwise_fma((x), (k), (t))
+#define MRT_QADD_FMA_DBL(x, k, t)                                                                 \
+  __builtin_convertvector(__builtin_convertvector((x), vd) * __builtin_convertvector((k), vd) +   \
+                              __builtin_convertvector((t), vd),                                   \
+                          vf)
+#define MRT_QADD_VEC(XT, FMA, CLAMP_RINT, A, B, Y)                                                \
+  do {                                                                                          \
+    XT xa, xb;                                                                                  \
+    __builtin_memcpy(&xa, (A), VL);                                                             \
+    __builtin_memcpy(&xb, (B), VL);                                                             \
+    const vf v = FMA(__builtin_convertvector(xa, vf), ka, FMA(__builtin_convertvector(xb, vf), kb, fixed)); \
+    const vb o = __builtin_convertvector(CLAMP_RINT(v), vb);                                    \
+    __builtin_memcpy((Y), &o, VL);                                                              \
+  } while (0)
+#define MRT_QADD_LOOP(XT, FMA, CLAMP_RINT)                                                        \
+  {                                                                                             \
+    size_t i = 0;                                                                               \
+    for (; i + VL <= n; i += VL) MRT_QADD_VEC(XT, FMA, CLAMP_RINT, a + i, b + i, y + i);        \
+    if (i < n) {                                                                                \
+      uint8_t ta[VL] = {0}, tb[VL] = {0}, ty[VL];                                               \
+      __builtin_memcpy(ta, a + i, n - i);                                                       \
+      __builtin_memcpy(tb, b + i, n - i);                                                       \
+      MRT_QADD_VEC(XT, FMA, CLAMP_RINT, ta, tb, ty);                                            \
+      __builtin_memcpy(y + i, ty, n - i);                                                       \
+    }                                                                                           \
+  }
+#define MRT_QADD(NAME, ATTR, VL_, FMA, CLAMP_RINT)                                                \
+  ATTR static void NAME(size_t n, const uint8_t *a, const uint8_t *b, const mrt_qgemm_add_params *p, \
+                        uint8_t *y) {                                                           \
+    _Pragma("clang fp contract(off)") enum { VL = VL_ };                                        \
+    typedef int32_t vi __attribute__((vector_size(4 * VL)));                                    \
+    typedef float vf __attribute__((vector_size(4 * VL)));                                      \
+    typedef double vd __attribute__((vector_size(8 * VL)));                                     \
+    typedef uint8_t vb __attribute__((vector_size(VL)));                                        \
+    typedef int8_t vsb __attribute__((vector_size(VL)));                                        \
+    const vf ka = (vf){0} + p->ka, kb = (vf){0} + p->kb, fixed = (vf){0} + p->fixed;            \
+    const vf flo = (vf){0} + (float)p->lo, fhi = (vf){0} + (float)p->hi, magic = (vf){0} + 12582912.0f; \
+    (void)magic;                                                                                \
+    if (p->is_signed)                                                                           \
+      MRT_QADD_LOOP(vsb, FMA, CLAMP_RINT)                                                       \
+    else                                                                                        \
+      MRT_QADD_LOOP(vb, FMA, CLAMP_RINT)                                                        \
+  }
+
 /* Tile shapes: accumulators + B vectors + one broadcast fit the register file. */
 #if defined(__x86_64__)
 MRT_QGEMM_TILE(mrt_qgemm_6x8__sse, , mrt_v4i, 4, 6, 2, MRT_MADD_SSE, 0)
@@ -266,7 +320,12 @@ MRT_QGEMM_TILE(mrt_qgemm_8x32__avx512vnni, __attribute__((target("avx512f,avx512
 #define MRT_QRQ_X86_512(v)                                                                        \
   ((vi)__builtin_ia32_cvtps2dq512_mask(__builtin_ia32_minps512(__builtin_ia32_maxps512((v), flo, 4), fhi, 4), \
                                        (vi){0}, (unsigned short)-1, 4))
+#define MRT_QRQ_X86_128(v) \
+  ((vi)__builtin_ia32_cvtps2dq(__builtin_ia32_minps(__builtin_ia32_maxps((v), flo), fhi)))
 MRT_QRQ(mrt_qgemm_rq8__sse, , 8, MRT_QRQ_GENERIC)
+MRT_QADD(mrt_qgemm_add4__sse, , 4, MRT_QADD_FMA_DBL, MRT_QRQ_X86_128)
+MRT_QADD(mrt_qgemm_add8__avx2, __attribute__((target("avx2,fma"))), 8, MRT_QADD_FMA_HW, MRT_QRQ_X86_256)
+MRT_QADD(mrt_qgemm_add16__avx512, __attribute__((target("avx512f,avx512bw"))), 16, MRT_QADD_FMA_HW, MRT_QRQ_X86_512)
 MRT_QRQ(mrt_qgemm_rq8__avx2, __attribute__((target("avx2"))), 8, MRT_QRQ_X86_256)
 MRT_QRQ(mrt_qgemm_rq16__avx512, __attribute__((target("avx512f,avx512bw"))), 16, MRT_QRQ_X86_512)
 MRT_QDW(mrt_qgemm_dw8__sse, , 8, mrt_v4i, mrt_v8h, MRT_QDW_ILO8, MRT_QDW_IHI8, MRT_MADD_SSE)
@@ -491,6 +550,7 @@ static const mrt_qgemm_kernel mrt_qgemm_avx512vnni = {"avx512vnni", 8, 32, 96, M
 #elif defined(__aarch64__)
 MRT_QGEMM_TILE(mrt_qgemm_8x8__neon, , mrt_v4i, 4, 8, 2, MRT_MADD_GENERIC, 0)
 MRT_QRQ(mrt_qgemm_rq8, , 8, MRT_QRQ_GENERIC)
+MRT_QADD(mrt_qgemm_add8, , 8, MRT_QADD_FMA_HW, MRT_QRQ_GENERIC)
 MRT_QDW(mrt_qgemm_dw8, , 8, mrt_v4i, mrt_v8h, MRT_QDW_ILO8, MRT_QDW_IHI8, MRT_MADD_GENERIC)
 static const mrt_qgemm_kernel mrt_qgemm_default = {"neon", 8, 8, 96, MRT_QGEMM_I16, mrt_qgemm_8x8__neon, mrt_qgemm_dw8,
                                                    mrt_qgemm_rq8};
@@ -505,12 +565,14 @@ static const mrt_qgemm_kernel mrt_qgemm_dotprod = {"dotprod", 6, 16, 96, MRT_QGE
 #elif defined(__ARM_NEON)
 MRT_QGEMM_TILE(mrt_qgemm_4x8__neon, , mrt_v4i, 4, 4, 2, MRT_MADD_GENERIC, 0)
 MRT_QRQ(mrt_qgemm_rq8, , 8, MRT_QRQ_GENERIC)
+MRT_QADD(mrt_qgemm_add8, , 8, MRT_QADD_FMA_DBL, MRT_QRQ_GENERIC)
 MRT_QDW(mrt_qgemm_dw8, , 8, mrt_v4i, mrt_v8h, MRT_QDW_ILO8, MRT_QDW_IHI8, MRT_MADD_GENERIC)
 static const mrt_qgemm_kernel mrt_qgemm_default = {"neon", 4, 8, 64, MRT_QGEMM_I16, mrt_qgemm_4x8__neon, mrt_qgemm_dw8,
                                                    mrt_qgemm_rq8};
 #else
 MRT_QGEMM_TILE(mrt_qgemm_4x4, , mrt_v4i, 4, 4, 1, MRT_MADD_GENERIC, 0)
 MRT_QRQ(mrt_qgemm_rq8, , 8, MRT_QRQ_GENERIC)
+MRT_QADD(mrt_qgemm_add8, , 8, MRT_QADD_FMA_DBL, MRT_QRQ_GENERIC)
 MRT_QDW(mrt_qgemm_dw8, , 8, mrt_v4i, mrt_v8h, MRT_QDW_ILO8, MRT_QDW_IHI8, MRT_MADD_GENERIC)
 static const mrt_qgemm_kernel mrt_qgemm_default = {"generic", 4, 4, 64, MRT_QGEMM_I16, mrt_qgemm_4x4, mrt_qgemm_dw8,
                                                    mrt_qgemm_rq8};
@@ -525,7 +587,7 @@ MRT_PREPARE_CODE
 static int mrt_qgemm_cpu_isa(void) {
   unsigned a, b, c, d;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return MRT_QISA_SSE;
-  if (!(c & bit_AVX) || !(c & bit_OSXSAVE)) return MRT_QISA_SSE;
+  if (!(c & bit_AVX) || !(c & bit_OSXSAVE) || !(c & bit_FMA)) return MRT_QISA_SSE; /* FMA: QLinearAdd's AVX2 path */
   unsigned xlo, xhi;
   __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
   (void)xhi;
@@ -623,6 +685,31 @@ void mrt_qgemm_requant_rows(const mrt_qgemm_kernel *kern, size_t rows, size_t n,
                             size_t lda, const int32_t *bias, const float *scale, int per_col, int32_t zp, int32_t lo,
                             int32_t hi, void *MRT_RESTRICT y, size_t ldy) {
   kern->rq(rows, n, acc, lda, bias, scale, per_col, zp, lo, hi, y, ldy);
+}
+
+/* onnxruntime's fixed part, zc - (ka za + kb zb), as its build computes it (the
+ * first product fused with the sum); exact in double, as above. */
+MRT_PREPARE_CODE
+float mrt_qgemm_add_fixed(float ka, int32_t za, float kb, int32_t zb, int32_t zc) {
+#pragma clang fp contract(off)
+  const float bz = kb * (float)zb;
+  const float az_bz = (float)((double)za * (double)ka + (double)bz);
+  return (float)zc - az_bz;
+}
+
+void mrt_qgemm_add(const mrt_qgemm_kernel *kern, size_t n, const void *a, const void *b,
+                   const mrt_qgemm_add_params *p, void *y) {
+#if defined(__x86_64__)
+  if (kern->rq == mrt_qgemm_rq16__avx512)
+    mrt_qgemm_add16__avx512(n, a, b, p, y);
+  else if (kern->rq == mrt_qgemm_rq8__avx2)
+    mrt_qgemm_add8__avx2(n, a, b, p, y);
+  else
+    mrt_qgemm_add4__sse(n, a, b, p, y);
+#else
+  (void)kern;
+  mrt_qgemm_add8(n, a, b, p, y);
+#endif
 }
 
 void mrt_qgemm_depthwise(const mrt_qgemm_kernel *kern, size_t n, const void *x, int is_signed, const size_t *off,

@@ -66,6 +66,21 @@ void mrt_qgemm_requant_rows(const mrt_qgemm_kernel *kern, size_t rows, size_t n,
                             size_t lda, const int32_t *bias, const float *scale, int per_col, int32_t zp, int32_t lo,
                             int32_t hi, void *MRT_RESTRICT y, size_t ldy);
 
+/* QLinearAdd over n contiguous values, as onnxruntime computes it on x86:
+ *   y[i] = sat(round_half_even(fma(a[i], ka, fma(b[i], kb, fixed))))
+ * in float on the raw 8-bit values, with ka = sa / sc, kb = sb / sc and
+ * fixed = zc - fma(za, ka, kb zb) (mrt_qgemm_add_fixed); a, b and y are uint8 or
+ * int8 (is_signed), saturated to [lo, hi]; y may be a or b. Vectorised for the
+ * kernel's CPU. */
+typedef struct mrt_qgemm_add_params {
+  float ka, kb, fixed;
+  int32_t lo, hi;
+  int is_signed;
+} mrt_qgemm_add_params;
+float mrt_qgemm_add_fixed(float ka, int32_t za, float kb, int32_t zb, int32_t zc);
+void mrt_qgemm_add(const mrt_qgemm_kernel *kern, size_t n, const void *a, const void *b,
+                   const mrt_qgemm_add_params *p, void *y);
+
 typedef struct mrt_qgemm_src {
   const void *packed;   /* whole operand packed by mrt_qgemm_pack_a/_b for this kernel, or NULL */
   const void *data;     /* else strided: A(i,k) = data[i*rs + k*cs], B(k,j) = data[k*rs + j*cs] */

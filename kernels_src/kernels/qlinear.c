@@ -8,8 +8,12 @@
  * - MatMul / Gemm: int32 accumulation of (a - za)(b - zb) on the qgemm support unit
  *   (a constant b packed once at prepare), int32 bias added, then
  *   float(acc) * (alpha * sa * sb[n] / sy), rounded half to even, + zy, saturated.
- * - Add / Mul: in float, (sa/sc)(a - za) + (sb/sc)(b - zb) (Mul: sa sb / sc times
- *   the product), rounded half to even; MLAS factors the scales the same way.
+ * - Add: onnxruntime's x86 arithmetic, fma(a, sa/sc, fma(b, sb/sc, fixed)) on the raw
+ *   values with fixed = zc - (sa/sc za + sb/sc zb), rounded half to even and
+ *   saturated (qgemm's vectorised mrt_qgemm_add, split on the session's threads when
+ *   nothing broadcasts); a broadcast row of strided values is
+ *   (sa/sc)(a - za) + (sb/sc)(b - zb), which agrees but for rare ties.
+ * - Mul: in float, (sa sb / sc)(a - za)(b - zb), rounded half to even.
  * - GlobalAveragePool: int32 sum - zx * HW, times sx / (sy * HW), as MLAS.
  * - Sigmoid / LeakyRelu: a 256-entry table built at prepare by dequantising every
  *   input value, applying the function in float and quantising (onnxruntime's
@@ -17,7 +21,7 @@
  */
 #include "qcommon.h"
 #include "bcast.h"
-#if defined(MRT_OP_QLinearMatMul) || defined(MRT_OP_QGemm)
+#if defined(MRT_OP_QLinearMatMul) || defined(MRT_OP_QGemm) || defined(MRT_OP_QLinearAdd)
 #include "qgemm.h"
 #endif
 
@@ -215,6 +219,10 @@ typedef struct qbin_params {
   mrt_bcastn plan;
   float ka, kb;          /* Add: sa/sc, sb/sc; Mul: ka = sa*sb/sc */
   int32_t za, zb, zc, lo, hi;
+#if defined(MRT_OP_QLinearAdd)
+  const mrt_qgemm_kernel *kern; /* qgemm's vectorised add for this CPU */
+  mrt_qgemm_add_params add;
+#endif
 } qbin_params;
 
 static void qbin_row(const mrt_node *node, size_t n, const size_t *off, const size_t *step, size_t yoff) {
@@ -224,6 +232,12 @@ static void qbin_row(const mrt_node *node, size_t n, const size_t *off, const si
   q_t *y = (q_t *)node->outputs[0]->data + yoff;
   const size_t sa = step[0], sb = step[1];
   const float flo = (float)(p->lo - p->zc), fhi = (float)(p->hi - p->zc);
+#if defined(MRT_OP_QLinearAdd)
+  if (sa == 1 && sb == 1) {
+    mrt_qgemm_add(p->kern, n, a, b, &p->add, y);
+    return;
+  }
+#else
   if (sa == 1 && sb == 1) { /* the same loop, contiguous: vectorised */
     const float ka = p->ka, kb = p->kb;
     const int32_t za = p->za, zb = p->zb, zc = p->zc;
@@ -239,6 +253,7 @@ static void qbin_row(const mrt_node *node, size_t n, const size_t *off, const si
     }
     return;
   }
+#endif
   for (size_t i = 0; i < n; i++) {
     const float va = (float)((int32_t)a[i * sa] - p->za), vb = (float)((int32_t)b[i * sb] - p->zb);
 #if defined(MRT_OP_QLinearAdd)
@@ -275,6 +290,10 @@ static mrt_status qbin_prepare(mrt_node *node, mrt_ctx *ctx) {
     return st;
 #if defined(MRT_OP_QLinearAdd)
   p->ka = sa[0] / sc[0], p->kb = sb[0] / sc[0];
+  p->kern = mrt_qgemm_kernel_select();
+  const mrt_qgemm_add_params add = {p->ka, p->kb, mrt_qgemm_add_fixed(p->ka, p->za, p->kb, p->zb, p->zc),
+                                    mrt_q_min(MRT_T0_DTYPE), mrt_q_max(MRT_T0_DTYPE), MRT_T0_DTYPE == MRT_DTYPE_INT8};
+  p->add = add;
 #else
   p->ka = sa[0] * sb[0] / sc[0];
 #endif
@@ -283,8 +302,36 @@ static mrt_status qbin_prepare(mrt_node *node, mrt_ctx *ctx) {
   return MRT_STATUS_OK;
 }
 
+#if defined(MRT_OP_QLinearAdd)
+/* Tasks of a residual Add (no broadcast): whole 64-byte lines each. */
+#define QADD_TASK_ELEMS ((size_t)16384)
+typedef struct qadd_job {
+  const mrt_node *node;
+  size_t n, per_task;
+} qadd_job;
+
+static void qadd_task(void *arg, size_t task, size_t thread) {
+  MRT_UNUSED(thread);
+  const qadd_job *jb = arg;
+  const qbin_params *p = jb->node->params;
+  const size_t lo = task * jb->per_task, n = jb->n - lo < jb->per_task ? jb->n - lo : jb->per_task;
+  mrt_qgemm_add(p->kern, n, (const q_t *)jb->node->inputs[0]->data + lo, (const q_t *)jb->node->inputs[3]->data + lo,
+                &p->add, (q_t *)jb->node->outputs[0]->data + lo);
+}
+#endif
+
 static void qbin_run(const mrt_node *node) {
   const qbin_params *p = node->params;
+#if defined(MRT_OP_QLinearAdd)
+  if (p->plan.ndim == 1 && p->plan.s[0][0] == 1 && p->plan.s[1][0] == 1) {
+    const size_t n = p->plan.n[0], tasks = mrt_pool_tasks(node->pool, n, QADD_TASK_ELEMS);
+    if (tasks > 1) {
+      qadd_job job = {node, n, (n + tasks * 64 - 1) / (tasks * 64) * 64};
+      mrt_parallel_for(node->pool, (n + job.per_task - 1) / job.per_task, qadd_task, &job);
+      return;
+    }
+  }
+#endif
   mrt_bcastn_run(&p->plan, node, qbin_row);
 }
 #endif
