@@ -16,7 +16,7 @@ of --repeat rounds, each round the median of a few calls. SiLU is also timed
 against onnxruntime's com.microsoft QuickGelu (alpha 1), the op its optimiser
 turns x * Sigmoid(x) into, and the time a chain of Sigmoid + Mul takes there.
 Softmax runs over rows of 49 floats (the 7x7 planes) up to 3136 and of 128 (a
-BERT attention row) above.
+BERT attention row) above; LayerNormalization over rows of 256 (BERT-small's).
 
 Not a test: timings on a shared machine are noisy; read ratios, repeat.
 """
@@ -40,11 +40,11 @@ os.environ.setdefault("MINIBUILD_TEST_LIB_DIR", str(HERE.parent / "bench-out" / 
 
 from minibuild import testing  # noqa: E402
 
-OPS = ["exp", "sigmoid", "silu", "tanh", "erf", "gelu", "gelu_tanh", "hardswish", "softmax"]
+OPS = ["exp", "sigmoid", "silu", "tanh", "erf", "gelu", "gelu_tanh", "hardswish", "softmax", "layernorm"]
 SIZES = [49, 3136, 1204224]
 # Inputs in the range each function sees in networks (and where it is not trivially 0/1).
 SCALE = {"exp": 4.0, "sigmoid": 4.0, "silu": 4.0, "tanh": 3.0, "erf": 2.0, "gelu": 3.0, "gelu_tanh": 3.0,
-         "hardswish": 4.0, "softmax": 4.0}
+         "hardswish": 4.0, "softmax": 4.0, "layernorm": 2.0}
 
 
 def chain_len(n: int) -> int:
@@ -75,12 +75,17 @@ def node_for(op: str, x: str, y: str, ort_silu: str = "") -> list:
         return [helper.make_node("HardSwish", [x], [y])]
     if op == "softmax":
         return [helper.make_node("Softmax", [x], [y], axis=-1)]
+    if op == "layernorm":
+        return [helper.make_node("LayerNormalization", [x, "g", "b"], [y], axis=-1, epsilon=1e-12)]
     raise SystemExit(f"unknown op {op}")
 
 
 def shape_for(op: str, n: int) -> tuple:
     if op == "softmax":
         row = 49 if n <= 3136 else 128
+        return (max(1, n // row), row)
+    if op == "layernorm":  # BERT-small's rows of 256 (7x7's 49 below that)
+        row = 49 if n < 256 else 256
         return (max(1, n // row), row)
     return (1, n)
 
@@ -99,8 +104,13 @@ def chain_model(op: str, n: int, k: int, ort_silu: str = "") -> onnx.ModelProto:
             prev = y + "_n"
         nodes += node_for(op, prev, y, ort_silu)
         prev = y
+    inits = []
+    if op == "layernorm":
+        rng = np.random.default_rng(3)
+        inits = [helper.make_tensor(name, TensorProto.FLOAT, [shape[-1]], (rng.standard_normal(shape[-1]) * 0.1 + off)
+                                    .astype(np.float32).tolist()) for name, off in (("g", 1.0), ("b", 0.0))]
     graph = helper.make_graph(nodes, f"{op}_{n}", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-                              [helper.make_tensor_value_info(prev, TensorProto.FLOAT, shape)])
+                              [helper.make_tensor_value_info(prev, TensorProto.FLOAT, shape)], inits)
     opsets = [helper.make_opsetid("", 20)]
     if ort_silu == "quickgelu":
         opsets.append(helper.make_opsetid("com.microsoft", 1))

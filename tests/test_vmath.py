@@ -1,10 +1,11 @@
 """vmath.h's accuracy claims, against float64, for every copy of the vector code on
 this machine (the `isa` fixture: the baseline under MINIRT_MAX_CPU_ISA=sse, AVX2 +
 FMA under =avx2, and AVX-512F where the build and CPU have it): exp, sigmoid,
-SiLU, tanh, erf, Gelu (both forms), Mish, HardSwish and Softmax's exp-and-sum, on
-a dense grid over the range networks feed them, the extremes, NaN and infinities,
-and on short rows (1 to 49 floats) that take the tails: the padded vector below
-one vector, the overlapping last vector above."""
+SiLU, tanh, erf, Gelu (both forms), Mish and HardSwish on a dense grid over the
+range networks feed them, the extremes, NaN and infinities, and on short rows (1
+to 49 floats) that take the tails: the padded vector below one vector, the
+overlapping last vector above; and the row loops (Softmax, LogSoftmax,
+LayerNormalization) on rows of every tail length."""
 
 from __future__ import annotations
 
@@ -147,3 +148,38 @@ def test_softmax_rows_against_float64(shape, isa):
     # x - max rounds to float first: up to 0.5 ulp of |x - max| (~40 here) in exp's argument.
     assert np.max(np.abs(got[keep] - want[keep]) / want[keep]) < 4e-6
     assert np.all(got[~keep] <= FLT_MIN)
+
+
+@pytest.mark.parametrize("isa", ISAS, indirect=True)
+@pytest.mark.parametrize("shape", [(3, 5), (2, 49), (4, 128), (1, 1000)])
+def test_logsoftmax_rows_against_float64(shape, isa):
+    rng = np.random.default_rng(sum(shape) + 1)
+    x = (rng.standard_normal(shape) * 6).astype(np.float32)
+    model = models.with_output_shapes(models.one_node("LogSoftmax", {"x": x}, opset=13, axis=-1))
+    (got,) = testing.run_with_minirt(model, {"x": x})
+    x64 = x.astype(np.float64)
+    z = x64 - x64.max(axis=-1, keepdims=True)
+    want = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+    assert np.max(np.abs(got - want)) < 4e-6 * max(1.0, float(np.abs(want).max()))
+
+
+@pytest.mark.parametrize("isa", ISAS, indirect=True)
+@pytest.mark.parametrize("d", [1, 5, 16, 33, 49, 256, 768])
+def test_layernorm_rows_against_float64(d, isa):
+    # Rows of every tail length around 8 and 16 lanes, an offset mean (the two-pass
+    # variance), with and without B; Mean and InvStdDev outputs too.
+    rng = np.random.default_rng(d)
+    x = (rng.standard_normal((3, d)) * 2 + 7).astype(np.float32)
+    g = (rng.standard_normal(d) * 0.2 + 1).astype(np.float32)
+    b = (rng.standard_normal(d) * 0.1).astype(np.float32)
+    x64 = x.astype(np.float64)
+    m = x64.mean(axis=-1, keepdims=True)
+    inv = 1 / np.sqrt(((x64 - m) ** 2).mean(axis=-1, keepdims=True) + 1e-5)
+    for consts in ({"g": g, "b": b}, {"g": g}):
+        model = models.with_output_shapes(models.one_node("LayerNormalization", {"x": x}, consts, n_out=3,
+                                                          epsilon=1e-5))
+        y, mean, invstd = testing.run_with_minirt(model, {"x": x})
+        want = (x64 - m) * inv * g + (b if "b" in consts else 0)
+        assert np.max(np.abs(y - want)) < 2e-6 * max(1.0, float(np.abs(want).max())), d
+        np.testing.assert_allclose(mean.reshape(m.shape), m, rtol=1e-6)
+        np.testing.assert_allclose(invstd.reshape(inv.shape), inv, rtol=1e-6)

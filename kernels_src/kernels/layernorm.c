@@ -25,6 +25,7 @@ typedef struct ln_params {
   size_t outer, d;
   float eps;
   ln_param scale, bias;
+  mrt_vlayernorm_fn row; /* vmath.h's row loop for this CPU */
 } ln_params;
 
 static void ln_expand(const ln_param *q, size_t d, float *dst) {
@@ -106,6 +107,7 @@ mrt_status mrt_layernormalization_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   p->outer = mrt_prod(x->dims, 0, (uint32_t)a);
   p->d = mrt_prod(x->dims, (uint32_t)a, x->ndim);
   p->eps = mrt_attr_float(node, "epsilon", 1e-5f);
+  p->row = MRT_VSELECT(mrt_vlayernorm_row);
   size_t scratch = 0;
   if ((st = ln_param_prepare(node, ctx, p, &p->scale, 1, (uint32_t)a, &scratch)) ||
       (st = ln_param_prepare(node, ctx, p, &p->bias, 2, (uint32_t)a, &scratch)))
@@ -133,32 +135,6 @@ static const float *ln_values(const ln_param *q, size_t d, float *scratch) {
   return buf;
 }
 
-/* One row: returns its mean and 1 / sqrt(var + eps) through m and inv. */
-static void ln_row(size_t d, const float *restrict x, const float *restrict g, const float *restrict b,
-                   float eps, float *restrict y, float *m_out, float *inv_out) {
-  mrt_vf8 acc = MRT_VSPLAT(0.0f);
-  size_t i = 0;
-  for (; i + MRT_VL <= d; i += MRT_VL) acc += mrt_vload(x + i);
-  float s = mrt_vhsum(acc);
-  for (; i < d; i++) s += x[i];
-  const float m = s / (float)d;
-  acc = MRT_VSPLAT(0.0f);
-  for (i = 0; i + MRT_VL <= d; i += MRT_VL) {
-    const mrt_vf8 c = mrt_vload(x + i) - m;
-    acc += c * c;
-  }
-  float v = mrt_vhsum(acc);
-  for (; i < d; i++) v += (x[i] - m) * (x[i] - m);
-  const float inv = 1.0f / sqrtf(v / (float)d + eps);
-  if (b) {
-    for (i = 0; i < d; i++) y[i] = (x[i] - m) * inv * g[i] + b[i];
-  } else {
-    for (i = 0; i < d; i++) y[i] = (x[i] - m) * inv * g[i];
-  }
-  *m_out = m;
-  *inv_out = inv;
-}
-
 typedef struct ln_job {
   const ln_params *p;
   const float *x;
@@ -175,7 +151,7 @@ static void ln_task(void *varg, size_t task, size_t thread) {
   (void)thread;
   for (size_t r = r0; r < r1; r++) {
     float m, inv;
-    ln_row(d, j->x + r * d, j->g, j->b, j->p->eps, j->y + r * d, &m, &inv);
+    j->p->row(d, j->x + r * d, j->g, j->b, j->p->eps, j->y + r * d, &m, &inv);
     if (j->mean) j->mean[r] = m;
     if (j->invs) j->invs[r] = inv;
   }

@@ -3,7 +3,8 @@
  * `axis` (default 1) and normalises each row; opset 13+ normalises along the
  * single axis `axis` (default -1). Both become (outer, n, inner): n values
  * spaced `inner` apart, inner = 1 for the 2-D form and the last-axis case.
- * exp is vmath.h's vector polynomial, eight lanes at a time.
+ * exp is vmath.h's vector polynomial; a contiguous row runs in one vmath.h
+ * loop (max, exp and sum, scale) of the width prepare picked.
  */
 #include "kcommon.h"
 #include "vmath.h"
@@ -22,8 +23,11 @@
 
 typedef struct sm_params {
   size_t outer, n, inner;
-  mrt_vexp_sum_fn exp_sum; /* vmath.h's exp loops for this CPU */
-  mrt_vmap_fn exp;
+  /* vmath.h's loops for this CPU */
+  mrt_vmap_fn row;         /* a contiguous softmax row (Softmax) */
+  mrt_vreduce_fn max;      /* a row's max (LogSoftmax) */
+  mrt_vexp_sum_fn exp_sum; /* sum of exp(x - max) (LogSoftmax) */
+  mrt_vmap_fn exp;         /* the strided form */
 } sm_params;
 
 MRT_PREPARE_CODE
@@ -53,7 +57,12 @@ mrt_status PREPARE(mrt_node *node, mrt_ctx *ctx) {
     p->n = (size_t)x->dims[a];
     p->inner = mrt_prod(x->dims, (uint32_t)a + 1, x->ndim);
   }
+#if IS_LOG
+  p->max = MRT_VSELECT(mrt_vmax_arr);
   p->exp_sum = MRT_VSELECT(mrt_vexp_shift_sum);
+#else
+  p->row = MRT_VSELECT(mrt_vsoftmax_row);
+#endif
   p->exp = MRT_VSELECT(mrt_vmap_exp);
   /* Strided form: a running max and sum per column, for each thread. */
   if (p->inner > 1) mrt_ctx_request_scratch(ctx, mrt_ctx_threads(ctx) * 2 * p->inner * sizeof(float));
@@ -63,19 +72,14 @@ mrt_status PREPARE(mrt_node *node, mrt_ctx *ctx) {
 
 /* One softmax over n contiguous values; max-subtracted so exp never overflows. */
 static void sm_contig(const sm_params *p, size_t n, const float *restrict x, float *restrict y) {
-  mrt_vf8 vm = MRT_VSPLAT(-__builtin_inff());
-  size_t i = 0;
-  for (; i + MRT_VL <= n; i += MRT_VL) vm = MRT_VMAX(vm, mrt_vload(x + i));
-  float m = mrt_vhmax(vm);
-  for (; i < n; i++) m = x[i] > m ? x[i] : m;
 #if IS_LOG
   /* (x - m) - log(sum), not x - (m + log(sum)): the latter rounds log(sum)
    * away when m is large. */
+  const float m = p->max(n, x);
   const float l = logf(p->exp_sum(n, x, m, NULL));
-  for (i = 0; i < n; i++) y[i] = (x[i] - m) - l;
+  for (size_t i = 0; i < n; i++) y[i] = (x[i] - m) - l;
 #else
-  const float r = 1.0f / p->exp_sum(n, x, m, y);
-  for (i = 0; i < n; i++) y[i] *= r;
+  p->row(n, x, y);
 #endif
 }
 

@@ -49,6 +49,9 @@ typedef int32_t mrt_vi8 __attribute__((vector_size(MRT_VL * sizeof(int32_t))));
  * copies `name_avx2` (and `name_avx512`); MRT_VSELECT(name) picks one at prepare. */
 typedef void (*mrt_vmap_fn)(size_t n, const float *x, float *y);
 typedef float (*mrt_vexp_sum_fn)(size_t n, const float *x, float m, float *y);
+typedef float (*mrt_vreduce_fn)(size_t n, const float *x);
+typedef void (*mrt_vlayernorm_fn)(size_t d, const float *x, const float *g, const float *b, float eps, float *y,
+                                  float *m_out, float *inv_out);
 
 #define MRT_VNAME_(name, suffix) name##suffix
 #define MRT_VNAME(name, suffix) MRT_VNAME_(name, suffix)

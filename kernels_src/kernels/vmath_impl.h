@@ -28,15 +28,21 @@ MRT_VINLINE VF V(mrt_vsel)(VI mask, VF a, VF b) {
 
 MRT_VINLINE VF V(mrt_vabs)(VF x) { return (VF)((VI)x & 0x7fffffff); }
 
+/* Horizontal sum and max by halves: log2(VW) dependent steps, not VW - 1 (a
+ * serial chain of 15 adds cost a 128-float softmax row half its time). */
 MRT_VINLINE float V(mrt_vhsum)(VF v) {
-  float s = 0.0f;
-  for (int i = 0; i < VW; i++) s += v[i];
-  return s;
+  float t[VW];
+  memcpy(t, &v, sizeof t);
+  for (int w = VW / 2; w > 0; w /= 2)
+    for (int i = 0; i < w; i++) t[i] += t[i + w];
+  return t[0];
 }
 MRT_VINLINE float V(mrt_vhmax)(VF v) {
-  float m = v[0];
-  for (int i = 1; i < VW; i++) m = v[i] > m ? v[i] : m;
-  return m;
+  float t[VW];
+  memcpy(t, &v, sizeof t);
+  for (int w = VW / 2; w > 0; w /= 2)
+    for (int i = 0; i < w; i++) t[i] = t[i + w] > t[i] ? t[i + w] : t[i];
+  return t[0];
 }
 
 /* e^r for |r| <= ln2/2: degree 5 (9e-8 relative approximation error, under
@@ -293,6 +299,70 @@ MRT_VATTR static float V(mrt_vexp_shift_sum)(size_t n, const float *x, float m, 
     if (y) y[j] = e[j];
   }
   return sum;
+}
+
+/* max of n >= 1 floats: two accumulators, the tail as the last VW floats again
+ * (max is idempotent). A compare-and-select, one maxps: NaN rows come out NaN
+ * from the exp and sum anyway. */
+MRT_VATTR static float V(mrt_vmax_arr)(size_t n, const float *x) {
+  if (n < VW) {
+    float m = x[0];
+    for (size_t i = 1; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+  }
+  VF m0 = V(mrt_vload)(x), m1 = V(mrt_vload)(x + n - VW), v;
+  size_t i = VW;
+  for (; i + 2 * VW <= n; i += 2 * VW) {
+    v = V(mrt_vload)(x + i), m0 = V(mrt_vsel)(v > m0, v, m0);
+    v = V(mrt_vload)(x + i + VW), m1 = V(mrt_vsel)(v > m1, v, m1);
+  }
+  if (i + VW <= n) v = V(mrt_vload)(x + i), m0 = V(mrt_vsel)(v > m0, v, m0);
+  return V(mrt_vhmax)(V(mrt_vsel)(m1 > m0, m1, m0));
+}
+
+/* Softmax of one contiguous row of n >= 1 floats: the max, exp(x - max) and its
+ * sum, then y scaled by 1 / sum, all in this copy's width (x and y may be the
+ * same array). */
+MRT_VATTR static void V(mrt_vsoftmax_row)(size_t n, const float *x, float *y) {
+  const float m = V(mrt_vmax_arr)(n, x);
+  const float r = 1.0f / V(mrt_vexp_shift_sum)(n, x, m, y);
+  size_t i = 0;
+  for (; i + VW <= n; i += VW) V(mrt_vstore)(y + i, V(mrt_vload)(y + i) * r);
+  for (; i < n; i++) y[i] *= r;
+}
+
+/* LayerNormalization of one row of d >= 1 floats: mean, then the variance
+ * around it (two passes: stable where E[x^2] - E[x]^2 is not), then
+ * y = (x - mean) * inv * g (+ b, which may be NULL); mean and 1 / sqrt(var +
+ * eps) returned through m_out and inv_out. */
+MRT_VATTR static void V(mrt_vlayernorm_row)(size_t d, const float *x, const float *g, const float *b, float eps,
+                                            float *y, float *m_out, float *inv_out) {
+  VF a0 = VSPLAT(0.0f), a1 = VSPLAT(0.0f);
+  size_t i = 0;
+  for (; i + 2 * VW <= d; i += 2 * VW) a0 += V(mrt_vload)(x + i), a1 += V(mrt_vload)(x + i + VW);
+  if (i + VW <= d) a0 += V(mrt_vload)(x + i), i += VW;
+  float s = V(mrt_vhsum)(a0 + a1);
+  for (; i < d; i++) s += x[i];
+  const float m = s / (float)d;
+  a0 = VSPLAT(0.0f), a1 = VSPLAT(0.0f);
+  for (i = 0; i + 2 * VW <= d; i += 2 * VW) {
+    const VF c0 = V(mrt_vload)(x + i) - m, c1 = V(mrt_vload)(x + i + VW) - m;
+    a0 += c0 * c0, a1 += c1 * c1;
+  }
+  if (i + VW <= d) {
+    const VF c = V(mrt_vload)(x + i) - m;
+    a0 += c * c, i += VW;
+  }
+  float v = V(mrt_vhsum)(a0 + a1);
+  for (; i < d; i++) v += (x[i] - m) * (x[i] - m);
+  const float inv = 1.0f / sqrtf(v / (float)d + eps);
+  for (i = 0; i + VW <= d; i += VW) {
+    const VF t = (V(mrt_vload)(x + i) - m) * inv * V(mrt_vload)(g + i);
+    V(mrt_vstore)(y + i, b ? t + V(mrt_vload)(b + i) : t);
+  }
+  for (; i < d; i++) y[i] = b ? (x[i] - m) * inv * g[i] + b[i] : (x[i] - m) * inv * g[i];
+  *m_out = m;
+  *inv_out = inv;
 }
 
 #undef VMAP
