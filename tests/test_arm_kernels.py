@@ -182,6 +182,40 @@ def conv_epilogue_block():
     return g.model(feeds, [r2, dw, gr, sig, leaky], opset=17), feeds
 
 
+def depthwise_block():
+    """Depthwise convolutions on NEON's 4-channel blocks (conv_dw.h) and, with the
+    weights fed at run time, on the plane path: channel counts 1, 3 (VL - 1), 7
+    (VL + 3) and 12 (3 VL); 3x3 / 5x5 / 7x7, strides 1 to 3, asymmetric pads,
+    dilation 2, a 1-D one, batch 2; Relu6, SiLU, HardSwish, Sigmoid and a
+    residual Add + Relu6 fused into them."""
+    g = Graph()
+    feeds = {"x1": randn(2, 1, 9, 10), "x3": randn(2, 3, 13, 11), "x7": randn(2, 7, 14, 15),
+             "x12": randn(2, 12, 7, 7), "seq": randn(2, 7, 29), "wrt": randn(7, 1, 3, 3, scale=0.3)}
+    w = lambda c, *k: g.const(randn(c, 1, *k, scale=float(np.prod(k)) ** -0.5))
+    b = lambda n: g.const(randn(n, scale=0.1))
+    lo, hi = g.const(np.float32(0)), g.const(np.float32(6))
+    outs = []
+    c = g.op("Conv", ["x1", w(1, 3, 3), b(1)], group=1, pads=[1, 1, 1, 1])
+    outs.append(g.op("Clip", [c, lo, hi], out="dw1_relu6"))
+    c = g.op("Conv", ["x3", w(3, 5, 5), b(3)], group=3, pads=[2, 1, 0, 2], strides=[2, 2])
+    outs.append(g.op("Mul", [c, g.op("Sigmoid", [c])], out="dw3_5x5_s2_silu"))
+    c = g.op("Conv", ["x7", w(7, 3, 3), b(7)], group=7, pads=[2, 2, 2, 2], dilations=[2, 2])
+    outs.append(g.op("HardSwish", [c], out="dw7_dil2_hardswish"))
+    c = g.op("Conv", ["x7", w(7, 7, 7)], group=7, pads=[3, 2, 1, 3], strides=[3, 3])
+    outs.append(g.op("Sigmoid", [c], out="dw7_7x7_s3_sigmoid"))
+    c = g.op("Conv", ["x12", w(12, 3, 3), b(12)], group=12, pads=[1, 1, 1, 1])
+    outs.append(g.op("Clip", [g.op("Add", [c, "x12"]), lo, hi], out="dw12_residual_relu6"))
+    c = g.op("Conv", ["x12", w(12, 5, 5), b(12)], group=12, pads=[2, 2, 2, 2])
+    outs.append(g.op("Mul", [c, g.op("Sigmoid", [c])], out="dw12_5x5_silu"))
+    c = g.op("Conv", ["x7", w(7, 3, 3), b(7)], group=7, pads=[1, 1, 1, 1], strides=[2, 2])
+    outs.append(g.op("Clip", [c, lo, hi], out="dw7_s2_relu6"))
+    outs.append(g.op("Conv", ["seq", g.const(randn(7, 1, 5, scale=0.4)), b(7)], out="dw_1d",
+                     group=7, pads=[2, 1], strides=[2]))
+    # Weights fed at run time: the plane path.
+    outs.append(g.op("Conv", ["x7", "wrt", b(7)], out="dw7_plane", group=7, pads=[1, 1, 1, 1]))
+    return g.model(feeds, outs, opset=17), feeds
+
+
 def gemm_edges():
     """The sgemm behind MatMul and ConvTranspose past its blocking sizes (K > kc = 128,
     N > nc = 1024 on armv7), with row/column tails, and batch broadcasting on both
@@ -348,7 +382,8 @@ def arm_build(tmp_path_factory):
     models.mkdir()
     feeds, typed_parts = {}, []
     for name, make in (("bert", bert_block), ("vision", vision_block), ("gemm_edges", gemm_edges),
-                       ("activations", activations), ("int8", int8_block), ("conv_epilogue", conv_epilogue_block)):
+                       ("activations", activations), ("int8", int8_block), ("conv_epilogue", conv_epilogue_block),
+                       ("depthwise", depthwise_block)):
         model, feeds[name] = make()
         onnx.save(model, models / f"{name}.onnx")
     model, f, typed_parts = typed_block()
@@ -375,7 +410,8 @@ def _compare(raw: bytes, ref: np.ndarray, name: str) -> float:
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("model", ["bert", "vision", "gemm_edges", "activations", "typed", "int8", "conv_epilogue"])
+@pytest.mark.parametrize("model", ["bert", "vision", "gemm_edges", "activations", "typed", "int8", "conv_epilogue",
+                                   "depthwise"])
 def test_new_kernels_under_qemu_match_onnxruntime(arm_build, arch, model, tmp_path):
     models, feeds, mrt, runners, res, typed_parts = arm_build
     if model not in feeds:

@@ -44,8 +44,9 @@ typedef struct mrt_conv_params {
   size_t *kofs;            /* im2col row k = (channel, kz, ky, kx): its offset in that buffer */
   /* Depthwise, channel-blocked (conv_dw.h; dwb_vl 0: the plane path): VL
    * channels a block, strips of dwb_sr output rows reading dwb_th x dwb_iw
-   * tile pixels; weights [block][tap][VL], then biases [block][VL]. */
-  size_t dwb_vl, dwb_sr, dwb_th, dwb_iw;
+   * tile pixels, computed dwb_oc rows at a time; weights [block][tap][VL],
+   * then biases [block][VL]. */
+  size_t dwb_vl, dwb_sr, dwb_th, dwb_iw, dwb_oc;
   float *dwb_w;
 } mrt_conv_params;
 
