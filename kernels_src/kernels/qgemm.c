@@ -32,6 +32,9 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__x86_64__)
+#include <immintrin.h> /* the compiler's: _mm256_fmadd_ps / _mm512_fmadd_ps for QLinearAdd */
+#endif
 
 typedef int32_t mrt_v4i __attribute__((vector_size(16)));
 typedef int16_t mrt_v8h __attribute__((vector_size(16)));
@@ -261,7 +264,14 @@ static inline mrt_v4i mrt_madd_generic(mrt_v4i acc, mrt_v4i x, mrt_v4i y) {
  * product's scale: any real model's scales). A tail shorter than VL runs as one
  * vector over copies padded with zeros (y may be a or b).
  */
+#if defined(__x86_64__)
+#define MRT_QADD_FMA_256(x, k, t) ((vf)_mm256_fmadd_ps((__m256)(x), (__m256)(k), (__m256)(t)))
+#define MRT_QADD_FMA_512(x, k, t) ((vf)_mm512_fmadd_ps((__m512)(x), (__m512)(k), (__m512)(t)))
+#elif defined(__has_builtin)
+#if __has_builtin(__builtin_elementwise_fma)
 #define MRT_QADD_FMA_HW(x, k, t) __builtin_elementwise_fma((x), (k), (t))
+#endif
+#endif
 #define MRT_QADD_FMA_DBL(x, k, t)                                                                 \
   __builtin_convertvector(__builtin_convertvector((x), vd) * __builtin_convertvector((k), vd) +   \
                               __builtin_convertvector((t), vd),                                   \
@@ -324,8 +334,8 @@ MRT_QGEMM_TILE(mrt_qgemm_8x32__avx512vnni, __attribute__((target("avx512f,avx512
   ((vi)__builtin_ia32_cvtps2dq(__builtin_ia32_minps(__builtin_ia32_maxps((v), flo), fhi)))
 MRT_QRQ(mrt_qgemm_rq8__sse, , 8, MRT_QRQ_GENERIC)
 MRT_QADD(mrt_qgemm_add4__sse, , 4, MRT_QADD_FMA_DBL, MRT_QRQ_X86_128)
-MRT_QADD(mrt_qgemm_add8__avx2, __attribute__((target("avx2,fma"))), 8, MRT_QADD_FMA_HW, MRT_QRQ_X86_256)
-MRT_QADD(mrt_qgemm_add16__avx512, __attribute__((target("avx512f,avx512bw"))), 16, MRT_QADD_FMA_HW, MRT_QRQ_X86_512)
+MRT_QADD(mrt_qgemm_add8__avx2, __attribute__((target("avx2,fma"))), 8, MRT_QADD_FMA_256, MRT_QRQ_X86_256)
+MRT_QADD(mrt_qgemm_add16__avx512, __attribute__((target("avx512f,avx512bw"))), 16, MRT_QADD_FMA_512, MRT_QRQ_X86_512)
 MRT_QRQ(mrt_qgemm_rq8__avx2, __attribute__((target("avx2"))), 8, MRT_QRQ_X86_256)
 MRT_QRQ(mrt_qgemm_rq16__avx512, __attribute__((target("avx512f,avx512bw"))), 16, MRT_QRQ_X86_512)
 MRT_QDW(mrt_qgemm_dw8__sse, , 8, mrt_v4i, mrt_v8h, MRT_QDW_ILO8, MRT_QDW_IHI8, MRT_MADD_SSE)
@@ -550,7 +560,11 @@ static const mrt_qgemm_kernel mrt_qgemm_avx512vnni = {"avx512vnni", 8, 32, 96, M
 #elif defined(__aarch64__)
 MRT_QGEMM_TILE(mrt_qgemm_8x8__neon, , mrt_v4i, 4, 8, 2, MRT_MADD_GENERIC, 0)
 MRT_QRQ(mrt_qgemm_rq8, , 8, MRT_QRQ_GENERIC)
+#if defined(MRT_QADD_FMA_HW)
 MRT_QADD(mrt_qgemm_add8, , 8, MRT_QADD_FMA_HW, MRT_QRQ_GENERIC)
+#else
+MRT_QADD(mrt_qgemm_add8, , 8, MRT_QADD_FMA_DBL, MRT_QRQ_GENERIC)
+#endif
 MRT_QDW(mrt_qgemm_dw8, , 8, mrt_v4i, mrt_v8h, MRT_QDW_ILO8, MRT_QDW_IHI8, MRT_MADD_GENERIC)
 static const mrt_qgemm_kernel mrt_qgemm_default = {"neon", 8, 8, 96, MRT_QGEMM_I16, mrt_qgemm_8x8__neon, mrt_qgemm_dw8,
                                                    mrt_qgemm_rq8};
