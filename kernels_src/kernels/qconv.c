@@ -44,6 +44,7 @@ typedef struct qconv_params {
   size_t plane, chan_bytes, planes_bytes; /* a plane, a channel's nph planes, all with slack */
   size_t *off;      /* [kdim]: B row (c, ky, kx) in a group's planes (direct: in x) */
   size_t acc_bytes;  /* depthwise: a thread's int32 grid(s), then their bytes */
+  size_t dw_planes;  /* depthwise: a thread's planes of one channel, with slack */
   size_t dw_block;   /* depthwise: channels whose grids go through one requantisation (small grids) */
   int32_t *bias_x;   /* small grids: [c_out * n_grid] each channel's bias repeated over its grid */
   float *scale_x;    /* the same for the scale */
@@ -225,7 +226,10 @@ mrt_status MRT_KERNEL(mrt_qlinearconv_prepare)(mrt_node *node, mrt_ctx *ctx) {
     }
     const size_t lanes = (p->dw_block * n_grid + 31) / 32 * 32 + 32; /* + a vector's overrun */
     p->acc_bytes = (lanes * (sizeof(int32_t) + 1) + 63) / 64 * 64; /* int32 grids, then bytes */
-    mrt_ctx_request_scratch(ctx, p->planes_bytes + threads * p->acc_bytes);
+    /* Each thread pads a channel at a time, just before its taps read it (from L1),
+     * instead of the caller padding them all first while the other threads wait. */
+    p->dw_planes = (p->chan_bytes + p->gw + 64 + 63) / 64 * 64;
+    mrt_ctx_request_scratch(ctx, threads * (p->dw_planes + p->acc_bytes));
     node->params = p;
     return MRT_STATUS_OK;
   }
@@ -253,12 +257,14 @@ static inline void fill16(uint8_t *d, size_t n, qconv_v16 f) {
   for (size_t i = 0; i < n; i += 16) memcpy(d + i, &f, 16);
 }
 
-static void build_planes(const qconv_params *p, const uint8_t *x, uint8_t *MRT_RESTRICT buf) {
+/* Channels [c0, c1) at buf, then `slack` bytes of zx. */
+static void build_planes(const qconv_params *p, const uint8_t *x, uint8_t *MRT_RESTRICT buf, size_t c0, size_t c1,
+                         size_t slack) {
   const uint8_t fill = (uint8_t)p->zx;
   const qconv_v16 fv = (qconv_v16){0} + fill;
   const size_t sh = p->sh, sw = p->sw, gw = p->gw, ihw = p->ih * p->iw;
   const uint8_t *xend = x + p->c_in * ihw;
-  for (size_t c = 0; c < p->c_in; c++)
+  for (size_t c = c0; c < c1; c++)
     for (size_t u = 0; u < p->nph; u++) {
       const size_t py = p->phase[u] / sw, px = p->phase[u] % sw;
       const ptrdiff_t d = p->pw - (ptrdiff_t)px, e = (ptrdiff_t)p->iw + d;
@@ -268,7 +274,7 @@ static void build_planes(const qconv_params *p, const uint8_t *x, uint8_t *MRT_R
       if (cl > ch) cl = ch;
       const size_t len = ch - cl;
       const int narrow = sw <= 2 && cl <= 16 && len <= 16 && gw - ch <= 16;
-      uint8_t *pl = buf + c * p->chan_bytes + u * p->plane;
+      uint8_t *pl = buf + (c - c0) * p->chan_bytes + u * p->plane;
       for (size_t r = 0; r < p->rhp; r++) {
         uint8_t *row = pl + r * gw;
         const ptrdiff_t iy = (ptrdiff_t)(r * sh + py) - p->ph;
@@ -307,12 +313,12 @@ static void build_planes(const qconv_params *p, const uint8_t *x, uint8_t *MRT_R
         fill16(row + ch, gw - ch, fv);
       }
     }
-  memset(buf + p->c_in * p->chan_bytes, fill, p->planes_bytes - p->c_in * p->chan_bytes);
+  memset(buf + (c1 - c0) * p->chan_bytes, fill, slack);
 }
 
 typedef struct qconv_dw_job {
   const qconv_params *p;
-  const uint8_t *planes;
+  const uint8_t *x;
   yq_t *y;
   char *scratch;
   size_t per_task;
@@ -329,8 +335,8 @@ static inline void copy_row(uint8_t *MRT_RESTRICT dst, const uint8_t *MRT_RESTRI
   memcpy(dst + n - 8, src + n - 8, 8);
 }
 
-static void dw_channels(const qconv_params *p, const uint8_t *planes, yq_t *y, int32_t *MRT_RESTRICT acc,
-                        size_t m0, size_t m1) {
+static void dw_channels(const qconv_params *p, const uint8_t *x, uint8_t *MRT_RESTRICT planes, yq_t *y,
+                        int32_t *MRT_RESTRICT acc, size_t m0, size_t m1) {
   const size_t gw = p->gw, oh = p->oh, ow = p->ow, ng = oh * gw, nb = p->dw_block;
   const size_t lanes = (nb * ng + 31) / 32 * 32 + 32;
   uint8_t *tmp = (uint8_t *)(acc + lanes); /* the requantised grids */
@@ -338,9 +344,12 @@ static void dw_channels(const qconv_params *p, const uint8_t *planes, yq_t *y, i
   for (size_t b0 = m0; b0 < m1; b0 += nb) {
     const size_t b1 = b0 + nb < m1 ? b0 + nb : m1;
     /* in channel order: a grid's vector overrun lands where the next grid is written */
-    for (size_t m = b0; m < b1; m++)
-      mrt_qgemm_depthwise(p->kern, ng, planes + m * p->chan_bytes, MRT_T0_DTYPE == MRT_DTYPE_INT8, p->off, p->kpair,
+    for (size_t m = b0; m < b1; m++) {
+      /* the slack (read past the grid, never kept) once: later channels leave it */
+      build_planes(p, x, planes, m, m + 1, m == m0 ? p->dw_planes - p->chan_bytes : 0);
+      mrt_qgemm_depthwise(p->kern, ng, planes, MRT_T0_DTYPE == MRT_DTYPE_INT8, p->off, p->kpair,
                           p->wd + m * p->kpair * 2, acc + (m - b0) * ng);
+    }
     if (nb > 1) { /* the block's grids in one pass, then each row's kept bytes */
       mrt_qgemm_requant_rows(p->kern, 1, (b1 - b0) * ng, acc, 0, p->bias_x + b0 * ng, p->scale_x + b0 * ng, 1, p->zy,
                              p->lo, p->hi, tmp, 0);
@@ -363,8 +372,9 @@ static void dw_channels(const qconv_params *p, const uint8_t *planes, yq_t *y, i
 static void dw_task(void *varg, size_t task, size_t thread) {
   const qconv_dw_job *jb = varg;
   const size_t m0 = task * jb->per_task, m1 = m0 + jb->per_task < jb->p->c_out ? m0 + jb->per_task : jb->p->c_out;
+  char *mine = jb->scratch + thread * (jb->p->dw_planes + jb->p->acc_bytes);
   if (m0 < m1)
-    dw_channels(jb->p, jb->planes, jb->y, (int32_t *)(jb->scratch + thread * jb->p->acc_bytes), m0, m1);
+    dw_channels(jb->p, jb->x, (uint8_t *)mine, jb->y, (int32_t *)(mine + jb->p->dw_planes), m0, m1);
 }
 
 /* Depthwise work per task, in multiply-adds, below which it stays on one thread. */
@@ -379,14 +389,14 @@ void MRT_KERNEL(mrt_qlinearconv_run)(const mrt_node *node, void *scratch) {
   char *rest = (char *)scratch + p->planes_bytes;
   for (size_t n = 0; n < p->batch; n++) {
     const uint8_t *xn = (const uint8_t *)(x + n * p->c_in * ihw);
-    if (!p->direct) build_planes(p, xn, planes);
     if (p->depthwise) {
       size_t tasks = mrt_pool_tasks(node->pool, p->c_out * ohw * p->kdim, QCONV_DW_TASK_MACS);
       if (tasks > p->c_out) tasks = p->c_out;
-      qconv_dw_job job = {p, planes, y + n * p->c_out * ohw, rest, (p->c_out + tasks - 1) / tasks};
+      qconv_dw_job job = {p, xn, y + n * p->c_out * ohw, scratch, (p->c_out + tasks - 1) / tasks};
       mrt_parallel_for(node->pool, tasks, dw_task, &job);
       continue;
     }
+    if (!p->direct) build_planes(p, xn, planes, 0, p->c_in, p->planes_bytes - p->c_in * p->chan_bytes);
     for (size_t g = 0; g < p->group; g++) {
       const uint8_t *bg = p->direct ? xn + g * p->cg * ihw : planes + g * p->cg * p->chan_bytes;
       const mrt_qgemm_src a = {p->w + g * p->w_stride, NULL, 0, 0, MRT_T1_DTYPE == MRT_DTYPE_INT8, NULL, 0, NULL};
