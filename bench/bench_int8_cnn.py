@@ -2,6 +2,7 @@
 
     python bench/bench_int8_cnn.py [--runs 30] [--out bench-out/int8-cnn] [--json F]
                                    [--models resnet18,mobilenet_v2] [--no-android] [--size 224]
+                                   [--threads 1,2]
 
 Takes tests/test_int8_models.py's float models (a half-width ResNet-18 and a
 MobileNetV2-like net, 1x3x64x64, 10 classes), or with --size 224 torchvision's
@@ -18,9 +19,11 @@ QOperator. Then, per model:
   `gemm` nor `conv` unit);
 - latency (host): minirt float, minirt int8 (QDQ lowered), onnxruntime float and
   onnxruntime int8 (the same QDQ model, which onnxruntime fuses at session start),
-  all at one thread, interleaved so load on a shared machine hits all alike;
-  medians of --runs after a warm-up, and the int8 output's deviation from
-  onnxruntime's in steps of the final DequantizeLinear's scale.
+  at each of --threads (both engines' intra-op threads; default one), each engine
+  in its own process (an idle multi-threaded onnxruntime session spins and would
+  slow the others' threads), interleaved in blocks so load on a shared machine
+  hits all alike; medians of --runs after a warm-up, and the int8 output's
+  deviation from onnxruntime's in steps of the final DequantizeLinear's scale.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -125,17 +129,65 @@ def build(model: Path, out: Path, platform: str, abi: str) -> dict:
     return {"file_size": art["file_size"], "totals": art["totals"], "support": support, "kernels": ops}
 
 
-def time_all(fns: dict, runs: int) -> dict:
-    for _ in range(3):
-        for f in fns.values():
-            f()
-    times = {k: [] for k in fns}
-    for _ in range(runs):
-        for k, f in fns.items():
+def worker(engine: str, path: str, build_dir: str, threads: int, save: str) -> int:
+    """One engine in this process: runs once (output to `save`), then times blocks of the
+    runs asked on stdin, one JSON list of ms per line."""
+    x = np.random.default_rng(1).standard_normal(
+        [d.dim_value for d in onnx.load(path).graph.input[0].type.tensor_type.shape.dim]).astype(np.float32)
+    if engine == "minirt":
+        minirt = import_minirt(Path(build_dir))
+        so = minirt.SessionOptions()
+        so.intra_op_num_threads = threads
+        sess = minirt.InferenceSession(str(Path(build_dir) / "linux" / toolchain.host_abi() / "models" /
+                                           f"{Path(path).stem}.mrt"), sess_options=so)
+    else:
+        import onnxruntime as ort
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    iname = sess.get_inputs()[0].name if hasattr(sess, "get_inputs") else "input"
+    np.save(save, sess.run(None, {iname: x})[0])
+    print("[]", flush=True)
+    for line in sys.stdin:
+        if int(line) <= 0:
+            break
+        times = []
+        for _ in range(int(line)):
             t = time.perf_counter()
-            f()
-            times[k].append((time.perf_counter() - t) * 1e3)
-    return {k: statistics.median(v) for k, v in times.items()}
+            sess.run(None, {iname: x})
+            times.append((time.perf_counter() - t) * 1e3)
+        print(json.dumps(times), flush=True)
+    return 0
+
+
+def time_all(engines: dict, threads: int, runs: int, scratch: Path) -> tuple[dict, dict]:
+    """engines: name -> (engine, model path, build dir). Each in its own process; 3 warm-up
+    runs each, then 5 interleaved blocks; the median of every timed run per engine."""
+    procs = {}
+    for k, (engine, path, bdir) in engines.items():
+        save = scratch / f"{k.replace(' ', '_')}_{threads}.npy"
+        procs[k] = (subprocess.Popen([sys.executable, __file__, "--_worker", engine, str(path), str(bdir), str(threads),
+                                      str(save)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True), save)
+        if not procs[k][0].stdout.readline():
+            raise SystemExit(f"{k}: the worker exited with {procs[k][0].wait()}")
+    times = {k: [] for k in engines}
+    block = max(1, runs // 5)
+    for rnd in range(6):
+        for k, (p, _) in procs.items():
+            time.sleep(0.05)  # the previous engine's spinning workers park
+            p.stdin.write(f"{3 if rnd == 0 else block}\n")
+            p.stdin.flush()
+            got = json.loads(p.stdout.readline())
+            if rnd:
+                times[k] += got
+    outs = {}
+    for k, (p, save) in procs.items():
+        p.stdin.write("0\n")
+        p.stdin.close()
+        p.wait()
+        outs[k] = np.load(save)
+    return {k: statistics.median(v) for k, v in times.items()}, outs
 
 
 def main() -> int:
@@ -147,9 +199,13 @@ def main() -> int:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--size", type=int, default=64,
                     help="64: the tests' small models; 224 (or any other): torchvision's layouts at that size")
+    ap.add_argument("--threads", default="1", help="comma list of intra-op thread counts for both engines")
+    ap.add_argument("--_worker", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args._worker:
+        engine, path, bdir, threads, save = args._worker
+        return worker(engine, path, bdir, int(threads), save)
 
-    import onnxruntime as ort
     out = args.out.resolve()
     src = out / "src"
     src.mkdir(parents=True, exist_ok=True)
@@ -175,29 +231,19 @@ def main() -> int:
             for form in ("float", "qdq_channel"):
                 sizes[f"{form}/{tname}"] = build(forms[form], out / "build" / name / form / tname, platform, abi)
 
-        # Latency on the host builds.
+        # Latency on the host builds, per thread count.
         shape = [d.dim_value for d in onnx.load(str(fp)).graph.input[0].type.tensor_type.shape.dim]
-        x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = 1
-        so.inter_op_num_threads = 1
-        fns, outs = {}, {}
-        for form in ("float", "qdq_channel"):
-            bdir = out / "build" / name / form / "x86_64"
-            minirt = import_minirt(bdir)
-            sess = minirt.InferenceSession(str(bdir / "linux" / toolchain.host_abi() / "models" / f"{forms[form].stem}.mrt"))
-            iname = sess.get_inputs()[0].name if hasattr(sess, "get_inputs") else "input"
-            fns[f"minirt {form}"] = (lambda s=sess, i=iname: s.run(None, {i: x}))
-            outs[f"minirt {form}"] = fns[f"minirt {form}"]()[0]
-        for form in ("float", "qdq_channel", "qoperator"):
-            ref = ort.InferenceSession(str(forms[form]), so, providers=["CPUExecutionProvider"])
-            iname = ref.get_inputs()[0].name
-            fns[f"ort {form}"] = (lambda s=ref, i=iname: s.run(None, {i: x}))
-            outs[f"ort {form}"] = fns[f"ort {form}"]()[0]
-        ms = time_all(fns, args.runs)
+        engines = {f"minirt {form}": ("minirt", forms[form], out / "build" / name / form / "x86_64")
+                   for form in ("float", "qdq_channel")}
+        engines.update({f"ort {form}": ("ort", forms[form], "-") for form in ("float", "qdq_channel", "qoperator")})
+        ms_by_threads, dev = {}, None
         step = t8._last_dq_scale(onnx.load(str(forms["qdq_channel"])))
-        dev = float(np.max(np.abs(outs["minirt qdq_channel"] - outs["ort qdq_channel"]))) / step
+        for threads in (int(t) for t in args.threads.split(",")):
+            ms_by_threads[threads], outs = time_all(engines, threads, args.runs, src)
+            dev = float(np.max(np.abs(outs["minirt qdq_channel"] - outs["ort qdq_channel"]))) / step
+        ms = ms_by_threads[min(ms_by_threads)]
         results.append({"model": name, "input": shape, "sizes": sizes, "latency_ms": ms,
+                        "latency_ms_by_threads": {str(t): v for t, v in ms_by_threads.items()},
                         "int8_max_dev_steps": dev, "cpu_count": os.cpu_count()})
 
         print(f"\n== {name} {shape}")
@@ -208,13 +254,15 @@ def main() -> int:
         for k, v in sizes.items():
             if k.startswith("qdq") and ("gemm" in v["support"] or "conv" in v["support"]):
                 print(f"WARNING: {k} links a float support unit: {sorted(v['support'])}")
-        print(f"{'engine (1 thread)':22} {'ms':>8}")
-        for k, v in ms.items():
-            print(f"{k:22} {v:8.2f}")
-        print(f"int8/float minirt {ms['minirt qdq_channel'] / ms['minirt float']:.2f}x, "
-              f"minirt int8 / ort int8 (QDQ) {ms['minirt qdq_channel'] / ms['ort qdq_channel']:.2f}x, "
-              f"(QOperator) {ms['minirt qdq_channel'] / ms['ort qoperator']:.2f}x; "
-              f"int8 max deviation from ort: {dev:.2f} steps", flush=True)
+        for threads, ms in ms_by_threads.items():
+            label = f"engine ({threads} thread{'s' if threads > 1 else ''})"
+            print(f"{label:22} {'ms':>8}")
+            for k, v in ms.items():
+                print(f"{k:22} {v:8.2f}")
+            print(f"{threads} thread(s): int8/float minirt {ms['minirt qdq_channel'] / ms['minirt float']:.2f}x, "
+                  f"minirt int8 / ort int8 (QDQ) {ms['minirt qdq_channel'] / ms['ort qdq_channel']:.2f}x, "
+                  f"(QOperator) {ms['minirt qdq_channel'] / ms['ort qoperator']:.2f}x", flush=True)
+        print(f"int8 max deviation from ort: {dev:.2f} steps", flush=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0
