@@ -1,6 +1,6 @@
 """The thread pool: outputs at 1, 2 and 4 threads are the same bytes and match
 onnxruntime (MobileNetV2, a GEMM model, a BERT-like encoder block, FusedConv
-residual / activation epilogues); the option
+residual / activation epilogues, int8 convolutions and a residual QLinearAdd); the option
 in Python (in-process, like onnxruntime's SessionOptions) and Java (host JVM
 through the JNI glue); a --no-threads build has no pthread symbol and still
 runs; and ThreadSanitizer (Debian's clang) finds no data race running the
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 import models
 from conftest import build
@@ -140,6 +140,45 @@ def cnn_convs():
     return _model(nodes, inits, feeds, ["y7", "yd", "y28", "y13", "y56", "yg"]), feeds
 
 
+def int8_cnn():
+    """QOperator int8 layers big enough to split: a 3x3 QLinearConv (the qgemm split),
+    a depthwise 3x3 (channels split, each thread padding its own), a residual
+    QLinearAdd of 75,264 values (split in 64-byte pieces), a strided 1x1 with
+    per-channel weights; uint8 activations and int8 weights, as quantize_static
+    writes them. Exact: each int8 value is computed the same way on any split."""
+    rng = np.random.default_rng(21)
+    c, m, hw = 32, 48, 28
+    q8 = lambda shape: rng.integers(-127, 128, size=shape).astype(np.int8)  # noqa: E731
+    f = lambda v: np.asarray(v, np.float32)  # noqa: E731
+    u = lambda v: np.asarray(v, np.uint8)  # noqa: E731
+    consts = {"xs": f(0.02), "xz": u(128), "w1": q8((m, c, 3, 3)), "w1s": f(rng.uniform(0.002, 0.006, m)),
+              "w1z": np.zeros(m, np.int8), "b1": rng.integers(-3000, 3000, m).astype(np.int32),
+              "ys": f(0.05), "yz": u(120), "wd": q8((m, 1, 3, 3)), "wds": f(rng.uniform(0.01, 0.03, m)),
+              "wdz": np.zeros(m, np.int8), "bd": rng.integers(-500, 500, m).astype(np.int32),
+              "ds": f(0.06), "dz": u(110), "rs": f(0.07), "rz": u(125), "w3": q8((64, m, 1, 1)),
+              "w3s": f(rng.uniform(0.003, 0.008, 64)), "w3z": np.zeros(64, np.int8), "os": f(0.08), "oz": u(128)}
+    inits = [numpy_helper.from_array(v, k) for k, v in consts.items()]
+    ms = "com.microsoft"
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("QLinearConv", ["xq", "xs", "xz", "w1", "w1s", "w1z", "ys", "yz", "b1"], ["c1"],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("QLinearConv", ["c1", "ys", "yz", "wd", "wds", "wdz", "ds", "dz", "bd"], ["c2"],
+                              group=m, pads=[1, 1, 1, 1]),
+             helper.make_node("QLinearAdd", ["c1", "ys", "yz", "c2", "ds", "dz", "rs", "rz"], ["r"], domain=ms),
+             helper.make_node("QLinearConv", ["r", "rs", "rz", "w3", "w3s", "w3z", "os", "oz"], ["c3"],
+                              strides=[2, 2]),
+             helper.make_node("DequantizeLinear", ["c3", "os", "oz"], ["y"]),
+             helper.make_node("DequantizeLinear", ["r", "rs", "rz"], ["yr"])]
+    feeds = {"x": randn(1, c, hw, hw)}
+    g = helper.make_graph(nodes, "threads", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, hw, hw])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, hw // 2, hw // 2]),
+                           helper.make_tensor_value_info("yr", TensorProto.FLOAT, [1, m, hw, hw])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(ms, 1)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model, feeds
+
+
 def bert_like():
     """One encoder layer big enough to split: 2 x 64 tokens, hidden 96, 4 heads, FFN 384."""
     b, s, h, heads, ffn = 2, 64, 96, 4, 384
@@ -195,6 +234,7 @@ def thread_models(tmp_path_factory):
     onnx.save(small_image_convs()[0], str(d / "small_image_convs.onnx"))
     onnx.save(conv_epilogues()[0], str(d / "conv_epilogues.onnx"))
     onnx.save(cnn_convs()[0], str(d / "cnn_convs.onnx"))
+    onnx.save(int8_cnn()[0], str(d / "int8_cnn.onnx"))
     return d
 
 
@@ -264,7 +304,7 @@ def _outputs(work: Path, name: str, threads: int) -> list[np.ndarray]:
         return [z[f"arr_{i}"] for i in range(len(z.files))]
 
 
-NAMES = ("mobilenet_v2", "gemm", "bert_like", "small_image_convs", "conv_epilogues", "cnn_convs")
+NAMES = ("mobilenet_v2", "gemm", "bert_like", "small_image_convs", "conv_epilogues", "cnn_convs", "int8_cnn")
 
 
 @pytest.fixture(scope="module")
