@@ -340,6 +340,7 @@ def test_workers_start_per_session_and_are_joined(threaded_runs):
     for t in (2, 4):
         assert report[f"mobilenet_v2/{t}"]["workers"] == t - 1, report
         assert report[f"conv_epilogues/{t}"]["workers"] == t - 1, report
+        assert report[f"int8_cnn/{t}"]["workers"] == t - 1, report
 
 
 def test_no_threads_build_has_no_pthreads_and_still_runs(unthreaded, thread_models, threaded_runs, tmp_path):
