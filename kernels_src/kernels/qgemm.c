@@ -315,6 +315,22 @@ static inline mrt_v4i mrt_madd_generic(mrt_v4i acc, mrt_v4i x, mrt_v4i y) {
       MRT_QADD_LOOP(vb, FMA, CLAMP_RINT)                                                        \
   }
 
+#if !defined(__x86_64__)
+/* One value at a time, the product in double (armv7 and generic targets have neither
+ * FMA nor double vectors; unrolled double lanes cost armv7 4.5 KB). */
+static void mrt_qgemm_add1(size_t n, const uint8_t *a, const uint8_t *b, const mrt_qgemm_add_params *p, uint8_t *y) {
+#pragma clang fp contract(off)
+  const float flo = (float)p->lo, fhi = (float)p->hi;
+  for (size_t i = 0; i < n; ++i) {
+    const float fa = p->is_signed ? (float)(int8_t)a[i] : (float)a[i];
+    const float fb = p->is_signed ? (float)(int8_t)b[i] : (float)b[i];
+    const float t = (float)((double)fb * (double)p->kb + (double)p->fixed);
+    const float v = (float)((double)fa * (double)p->ka + (double)t);
+    y[i] = (uint8_t)(int32_t)mrt_q_rint(mrt_q_clampf(v, flo, fhi));
+  }
+}
+#endif
+
 /* Tile shapes: accumulators + B vectors + one broadcast fit the register file. */
 #if defined(__x86_64__)
 MRT_QGEMM_TILE(mrt_qgemm_6x8__sse, , mrt_v4i, 4, 6, 2, MRT_MADD_SSE, 0)
@@ -562,8 +578,6 @@ MRT_QGEMM_TILE(mrt_qgemm_8x8__neon, , mrt_v4i, 4, 8, 2, MRT_MADD_GENERIC, 0)
 MRT_QRQ(mrt_qgemm_rq8, , 8, MRT_QRQ_GENERIC)
 #if defined(MRT_QADD_FMA_HW)
 MRT_QADD(mrt_qgemm_add8, , 8, MRT_QADD_FMA_HW, MRT_QRQ_GENERIC)
-#else
-MRT_QADD(mrt_qgemm_add8, , 8, MRT_QADD_FMA_DBL, MRT_QRQ_GENERIC)
 #endif
 MRT_QDW(mrt_qgemm_dw8, , 8, mrt_v4i, mrt_v8h, MRT_QDW_ILO8, MRT_QDW_IHI8, MRT_MADD_GENERIC)
 static const mrt_qgemm_kernel mrt_qgemm_default = {"neon", 8, 8, 96, MRT_QGEMM_I16, mrt_qgemm_8x8__neon, mrt_qgemm_dw8,
@@ -579,14 +593,12 @@ static const mrt_qgemm_kernel mrt_qgemm_dotprod = {"dotprod", 6, 16, 96, MRT_QGE
 #elif defined(__ARM_NEON)
 MRT_QGEMM_TILE(mrt_qgemm_4x8__neon, , mrt_v4i, 4, 4, 2, MRT_MADD_GENERIC, 0)
 MRT_QRQ(mrt_qgemm_rq8, , 8, MRT_QRQ_GENERIC)
-MRT_QADD(mrt_qgemm_add8, , 8, MRT_QADD_FMA_DBL, MRT_QRQ_GENERIC)
 MRT_QDW(mrt_qgemm_dw8, , 8, mrt_v4i, mrt_v8h, MRT_QDW_ILO8, MRT_QDW_IHI8, MRT_MADD_GENERIC)
 static const mrt_qgemm_kernel mrt_qgemm_default = {"neon", 4, 8, 64, MRT_QGEMM_I16, mrt_qgemm_4x8__neon, mrt_qgemm_dw8,
                                                    mrt_qgemm_rq8};
 #else
 MRT_QGEMM_TILE(mrt_qgemm_4x4, , mrt_v4i, 4, 4, 1, MRT_MADD_GENERIC, 0)
 MRT_QRQ(mrt_qgemm_rq8, , 8, MRT_QRQ_GENERIC)
-MRT_QADD(mrt_qgemm_add8, , 8, MRT_QADD_FMA_DBL, MRT_QRQ_GENERIC)
 MRT_QDW(mrt_qgemm_dw8, , 8, mrt_v4i, mrt_v8h, MRT_QDW_ILO8, MRT_QDW_IHI8, MRT_MADD_GENERIC)
 static const mrt_qgemm_kernel mrt_qgemm_default = {"generic", 4, 4, 64, MRT_QGEMM_I16, mrt_qgemm_4x4, mrt_qgemm_dw8,
                                                    mrt_qgemm_rq8};
@@ -722,7 +734,11 @@ void mrt_qgemm_add(const mrt_qgemm_kernel *kern, size_t n, const void *a, const 
     mrt_qgemm_add4__sse(n, a, b, p, y);
 #else
   (void)kern;
+#if defined(__aarch64__) && defined(MRT_QADD_FMA_HW)
   mrt_qgemm_add8(n, a, b, p, y);
+#else
+  mrt_qgemm_add1(n, a, b, p, y);
+#endif
 #endif
 }
 
