@@ -133,6 +133,9 @@ SHAPES = {
     "5x5_s2_dil2_nopad": (20, 23, 5, {"strides": [2, 1], "dilations": [2, 2]}),
     "3x5": (10, 33, (3, 5), {"pads": [1, 2, 1, 2]}),
     "same_upper_s2": (15, 16, 3, {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    # Rows ending in 2 outputs after the 8- and 4-wide groups (10 = 8 + 2, 14 = 8 + 4 + 2).
+    "3x3_ow10": (6, 10, 3, {"pads": [1, 1, 1, 1]}),
+    "5x5_ow14": (5, 14, 5, {"pads": [2, 2, 2, 2]}),
 }
 
 
@@ -160,6 +163,9 @@ def test_depthwise_fused(isa, tail, c):
 @pytest.mark.parametrize("isa", ISAS, indirect=True)
 def test_depthwise_1d_batch_nobias(isa):
     model, feeds, fused = dw_model((2, 19, 37), 5, {"pads": [2, 1], "strides": [2]}, "silu")
+    check(model, feeds, fused)
+    # Rows too wide for the blocked path's tile (5000 x VL floats): the plane path.
+    model, feeds, fused = dw_model((1, 5, 5000), 3, {"pads": [1, 1]}, "relu6")
     check(model, feeds, fused)
     model, feeds, fused = dw_model((2, 21, 9, 10), 3, {"pads": [1, 1, 1, 1]}, "add_relu6", bias=False)
     check(model, feeds, fused)
