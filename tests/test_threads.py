@@ -1,6 +1,7 @@
 """The thread pool: outputs at 1, 2 and 4 threads are the same bytes and match
 onnxruntime (MobileNetV2, a GEMM model, a BERT-like encoder block, FusedConv
-residual / activation epilogues, int8 convolutions and a residual QLinearAdd); the option
+residual / activation epilogues, int8 convolutions and a residual QLinearAdd, ResNet's
+56x56 pointwise layers); the option
 in Python (in-process, like onnxruntime's SessionOptions) and Java (host JVM
 through the JNI glue); a --no-threads build has no pthread symbol and still
 runs; and ThreadSanitizer (Debian's clang) finds no data race running the
@@ -216,6 +217,23 @@ def bert_like():
     return _model(nodes, inits, {"x": randn(b, s, h)}, [out, col]), {"x": randn(b, s, h)}
 
 
+def large_planes():
+    """ResNet-50's first stage at its size (56x56 planes, N = 3136 = 65 * 48 + 16):
+    a 1x1 64 -> 256 with a residual Add + Relu (the residual added in the GEMM's
+    register tiles, the tiles walking rows of C, B blocks of 1536 columns at k = 64)
+    and a 1x1 256 -> 64 + Relu (B blocks of 384 columns, packed row by row), the
+    columns split between the threads."""
+    inits = [numpy_helper.from_array(randn(256, 64, 1, 1, scale=0.12), "w1"), numpy_helper.from_array(randn(256), "b1"),
+             numpy_helper.from_array(randn(64, 256, 1, 1, scale=0.06), "w2"), numpy_helper.from_array(randn(64), "b2")]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"]),
+             helper.make_node("Add", ["c1", "r"], ["s1"]),
+             helper.make_node("Relu", ["s1"], ["y1"]),
+             helper.make_node("Conv", ["y1", "w2", "b2"], ["c2"]),
+             helper.make_node("Relu", ["c2"], ["y"])]
+    feeds = {"x": randn(1, 64, 56, 56), "r": randn(1, 256, 56, 56)}
+    return _model(nodes, inits, feeds, ["y", "y1"]), feeds
+
+
 def _feeds_for(model: onnx.ModelProto) -> dict:
     rng = np.random.default_rng(7)
     feeds = {}
@@ -235,6 +253,7 @@ def thread_models(tmp_path_factory):
     onnx.save(conv_epilogues()[0], str(d / "conv_epilogues.onnx"))
     onnx.save(cnn_convs()[0], str(d / "cnn_convs.onnx"))
     onnx.save(int8_cnn()[0], str(d / "int8_cnn.onnx"))
+    onnx.save(large_planes()[0], str(d / "large_planes.onnx"))
     return d
 
 
@@ -304,7 +323,8 @@ def _outputs(work: Path, name: str, threads: int) -> list[np.ndarray]:
         return [z[f"arr_{i}"] for i in range(len(z.files))]
 
 
-NAMES = ("mobilenet_v2", "gemm", "bert_like", "small_image_convs", "conv_epilogues", "cnn_convs", "int8_cnn")
+NAMES = ("mobilenet_v2", "gemm", "bert_like", "small_image_convs", "conv_epilogues", "cnn_convs", "int8_cnn",
+         "large_planes")
 
 
 @pytest.fixture(scope="module")
