@@ -44,8 +44,10 @@ extern "C" {
 /* The residual of a FusedConv joins the tile in registers (the last k block):
  * C = clamp(clamp(acc + bias, lo, hi) + res, post_lo, post_hi), so the post
  * stage need not pass over C again and read the residual. Not under --tune
- * size, whose tiles stay small: its post stage adds the residual per block. */
-#if !MRT_TUNE_SIZE
+ * size, whose tiles stay small, nor on Android's x86 ABIs (emulators and
+ * Chromebooks, as for the AVX-512 tiles above: 3.6 KB over the two libraries
+ * for nothing): their post stage adds the residual per block. */
+#if !MRT_TUNE_SIZE && !(defined(__ANDROID__) && (defined(__x86_64__) || defined(__i386__)))
 #define MRT_SGEMM_TILE_RES 1
 #else
 #define MRT_SGEMM_TILE_RES 0
