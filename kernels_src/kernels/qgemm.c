@@ -1196,7 +1196,9 @@ void mrt_qgemm_mt(mrt_pool *pool, const mrt_qgemm_kernel *kern, size_t m, size_t
   }
   if (!b->packed) sb = s;
   const size_t nu = (n + kern->nr - 1) / kern->nr, mu = (m + kern->mr - 1) / kern->mr;
-  const int split_n = a->packed || (!b->packed && nu >= mu);
+  /* along n also when B is packed and A has fewer row panels (a fully connected
+   * layer's one row): the caller packs A whole, each task streams its share of B */
+  const int split_n = a->packed || nu >= mu;
   size_t tasks = mrt_pool_tasks(pool, m * n * k, MRT_QGEMM_TASK_MACS);
   const size_t units = split_n ? nu : mu;
   if (tasks > units) tasks = units;

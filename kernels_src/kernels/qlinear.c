@@ -84,7 +84,8 @@ static mrt_status qmm_finish(mrt_node *node, mrt_ctx *ctx, qmm_params *p, uint32
     const float s = alpha * sa[0] * sb[nsb == 1 ? 0 : j];
     p->scale[j] = sy ? s / sy[0] : s;
   }
-  p->kern = mrt_qgemm_kernel_select_k(p->k);
+  /* A fully connected layer's single row would fill one of AMX's 16-row tiles */
+  p->kern = mrt_qgemm_kernel_select_mk(p->b_batched || p->trans_a || p->bias_rows > 1 ? p->m : p->batch * p->m, p->k);
   p->zbias = mrt_ctx_alloc(ctx, p->n * sizeof *p->zbias);
   if (!p->zbias) return MRT_STATUS_OUT_OF_MEMORY;
   const mrt_tensor *b = node->inputs[ib];
