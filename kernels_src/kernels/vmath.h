@@ -80,11 +80,18 @@ typedef void (*mrt_vlayernorm_fn)(size_t d, const float *x, const float *g, cons
   } while (0)
 
 #if defined(__x86_64__)
+#include <immintrin.h>
+/* AVX2's masked moves: the lanes below n (the rest of the load zero, no fault). */
+#define MRT_VMASK8(n) _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))
+#define MRT_VLOADN(p, n) ((mrt_vf8)_mm256_maskload_ps((p), MRT_VMASK8(n)))
+#define MRT_VSTOREN(p, v, n) _mm256_maskstore_ps((p), MRT_VMASK8(n), (__m256)(v))
 #define MRT_VATTR __attribute__((target("avx2,fma")))
 #define MRT_VSUFFIX _avx2
 #include "vmath_impl.h"
 #undef MRT_VATTR
 #undef MRT_VSUFFIX
+#undef MRT_VLOADN
+#undef MRT_VSTOREN
 #undef MRT_VF
 #undef MRT_VI
 #undef MRT_VW
@@ -94,13 +101,14 @@ typedef void (*mrt_vlayernorm_fn)(size_t d, const float *x, const float *g, cons
  * denormals and overflow included. */
 #if !defined(__ANDROID__) && !MRT_TUNE_SIZE
 #define MRT_VMATH_AVX512 1
-#include <immintrin.h>
 typedef float mrt_vf16 __attribute__((vector_size(16 * sizeof(float))));
 typedef int32_t mrt_vi16 __attribute__((vector_size(16 * sizeof(int32_t))));
 #define MRT_VF mrt_vf16
 #define MRT_VI mrt_vi16
 #define MRT_VW 16
 #define MRT_VSCALEF(p, n) ((mrt_vf16)_mm512_scalef_ps((__m512)(p), (__m512)(n)))
+#define MRT_VLOADN(p, n) ((mrt_vf16)_mm512_maskz_loadu_ps((__mmask16)((1u << (n)) - 1), (p)))
+#define MRT_VSTOREN(p, v, n) _mm512_mask_storeu_ps((p), (__mmask16)((1u << (n)) - 1), (__m512)(v))
 #define MRT_VATTR __attribute__((target("avx512f")))
 #define MRT_VSUFFIX _avx512
 #include "vmath_impl.h"
@@ -110,6 +118,8 @@ typedef int32_t mrt_vi16 __attribute__((vector_size(16 * sizeof(int32_t))));
 #undef MRT_VI
 #undef MRT_VW
 #undef MRT_VSCALEF
+#undef MRT_VLOADN
+#undef MRT_VSTOREN
 #else
 #define MRT_VMATH_AVX512 0
 #endif

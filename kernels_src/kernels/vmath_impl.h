@@ -28,6 +28,33 @@ MRT_VINLINE VF V(mrt_vsel)(VI mask, VF a, VF b) {
 
 MRT_VINLINE VF V(mrt_vabs)(VF x) { return (VF)((VI)x & 0x7fffffff); }
 
+/* The first n < VW floats of p into a vector (zeros after), and back: with the
+ * ISA's masked moves where it has them (MRT_VLOADN / MRT_VSTOREN), else through
+ * a buffer by fixed-size pieces. A memcpy of n floats, a library call, and a
+ * vector load from its bytes cost a 1-float row 25-50 ns a call. */
+#ifdef MRT_VLOADN
+MRT_VINLINE VF V(mrt_vload_part)(const float *p, size_t n) { return MRT_VLOADN(p, n); }
+MRT_VINLINE void V(mrt_vstore_part)(float *p, VF v, size_t n) { MRT_VSTOREN(p, v, n); }
+#else
+MRT_VINLINE void V(mrt_vcopy_part)(float *d, const float *s, size_t n) {
+  size_t o = 0;
+  if (VW > 8 && (n & 8)) memcpy(d + o, s + o, 8 * sizeof(float)), o += 8;
+  if (n & 4) memcpy(d + o, s + o, 4 * sizeof(float)), o += 4;
+  if (n & 2) memcpy(d + o, s + o, 2 * sizeof(float)), o += 2;
+  if (n & 1) d[o] = s[o];
+}
+MRT_VINLINE VF V(mrt_vload_part)(const float *p, size_t n) {
+  float t[VW] = {0};
+  V(mrt_vcopy_part)(t, p, n);
+  return V(mrt_vload)(t);
+}
+MRT_VINLINE void V(mrt_vstore_part)(float *p, VF v, size_t n) {
+  float t[VW];
+  V(mrt_vstore)(t, v);
+  V(mrt_vcopy_part)(p, t, n);
+}
+#endif
+
 /* Horizontal sum and max by halves: log2(VW) dependent steps, not VW - 1 (a
  * serial chain of 15 adds cost a 128-float softmax row half its time). */
 MRT_VINLINE float V(mrt_vhsum)(VF v) {
@@ -230,10 +257,7 @@ MRT_VINLINE VF V(mrt_verf)(VF x) {
       for (; i_ + VW <= (n); i_ += VW) V(mrt_vstore)((y) + i_, f(V(mrt_vload)((x) + i_)));    \
       if (i_ < (n)) V(mrt_vstore)((y) + (n) - VW, f(last_));                                  \
     } else if ((n) > 0) {                                                                     \
-      float t_[VW] = {0};                                                                     \
-      memcpy(t_, (x), (n) * sizeof(float));                                                   \
-      V(mrt_vstore)(t_, f(V(mrt_vload)(t_)));                                                 \
-      memcpy((y), t_, (n) * sizeof(float));                                                   \
+      V(mrt_vstore_part)((y), f(V(mrt_vload_part)((x), (n))), (n));                           \
     }                                                                                         \
   } while (0)
 
@@ -291,9 +315,8 @@ MRT_VATTR static float V(mrt_vexp_shift_sum)(size_t n, const float *x, float m, 
     }
     return V(mrt_vhsum)(acc);
   }
-  float t[VW] = {0}, sum = 0.0f;
-  memcpy(t, x, n * sizeof(float));
-  const VF e = V(mrt_vexp_neg)(V(mrt_vload)(t) - m);
+  float sum = 0.0f;
+  const VF e = V(mrt_vexp_neg)(V(mrt_vload_part)(x, n) - m);
   for (size_t j = 0; j < n; j++) {
     sum += e[j];
     if (y) y[j] = e[j];
