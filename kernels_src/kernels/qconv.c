@@ -50,6 +50,9 @@ typedef struct qconv_params {
   float *scale_x;    /* the same for the scale */
   int16_t *wd;      /* depthwise: [c_out][kpair * 2] w - zw, taps in pairs (a last odd one with 0) */
   size_t kpair;
+  int8_t *wq;       /* or, uint8 x and int8 w with zero points 0 on a VNNI CPU: [c_out][nquads * 4] w */
+  size_t nquads;
+  size_t *offq;     /* [nquads * 4]: off, the missing taps' at off[0] */
   char *w;          /* per group, w_stride bytes apart: the weights packed for kern */
   size_t w_stride;
   int32_t *bias;    /* [c_out] (depthwise: minus zx * sum(w - zw)) */
@@ -213,6 +216,17 @@ mrt_status MRT_KERNEL(mrt_qlinearconv_prepare)(mrt_node *node, mrt_ctx *ctx) {
       p->bias[m] = (int32_t)((uint32_t)p->bias[m] - (uint32_t)p->zx * wsum);
     }
     p->off[p->kdim] = p->off[0]; /* an odd last tap's partner, weight 0 */
+    int zero_zw = MRT_T0_DTYPE == MRT_DTYPE_UINT8 && MRT_T1_DTYPE == MRT_DTYPE_INT8;
+    for (size_t m = 0; m < p->c_out && zero_zw; m++) zero_zw = zw[m] == 0;
+    if (zero_zw && mrt_qgemm_depthwise_quads(p->kern)) {
+      p->nquads = (p->kdim + 3) / 4;
+      p->wq = mrt_ctx_alloc(ctx, p->c_out * p->nquads * 4);
+      p->offq = mrt_ctx_alloc(ctx, p->nquads * 4 * sizeof *p->offq);
+      if (!p->wq || !p->offq) return MRT_STATUS_OUT_OF_MEMORY;
+      for (size_t m = 0; m < p->c_out; m++)
+        for (size_t t = 0; t < p->kdim; t++) p->wq[m * p->nquads * 4 + t] = (int8_t)wv[m * p->kdim + t];
+      for (size_t t = 0; t < p->nquads * 4; t++) p->offq[t] = p->off[t < p->kdim ? t : 0];
+    }
     /* A grid shorter than a vector: DW_BLOCK channels' grids side by side, requantised
      * in one pass with per-lane bias and scale (a call per channel cost more than its
      * arithmetic: 960 channels of 2x2 at ~40 ns each). */
@@ -224,7 +238,7 @@ mrt_status MRT_KERNEL(mrt_qlinearconv_prepare)(mrt_node *node, mrt_ctx *ctx) {
       if (!p->bias_x || !p->scale_x) return MRT_STATUS_OUT_OF_MEMORY;
       for (size_t i = 0; i < p->c_out * n_grid; i++) p->bias_x[i] = p->bias[i / n_grid], p->scale_x[i] = p->scale[i / n_grid];
     }
-    const size_t lanes = (p->dw_block * n_grid + 31) / 32 * 32 + 32; /* + a vector's overrun */
+    const size_t lanes = (p->dw_block * n_grid + 63) / 64 * 64 + 64; /* + a vector's overrun */
     p->acc_bytes = (lanes * (sizeof(int32_t) + 1) + 63) / 64 * 64; /* int32 grids, then bytes */
     /* Each thread pads a channel at a time, just before its taps read it (from L1),
      * instead of the caller padding them all first while the other threads wait. */
@@ -338,7 +352,7 @@ static inline void copy_row(uint8_t *MRT_RESTRICT dst, const uint8_t *MRT_RESTRI
 static void dw_channels(const qconv_params *p, const uint8_t *x, uint8_t *MRT_RESTRICT planes, yq_t *y,
                         int32_t *MRT_RESTRICT acc, size_t m0, size_t m1) {
   const size_t gw = p->gw, oh = p->oh, ow = p->ow, ng = oh * gw, nb = p->dw_block;
-  const size_t lanes = (nb * ng + 31) / 32 * 32 + 32;
+  const size_t lanes = (nb * ng + 63) / 64 * 64 + 64;
   uint8_t *tmp = (uint8_t *)(acc + lanes); /* the requantised grids */
   memset(acc, 0, lanes * sizeof *acc);      /* lanes no tap loop writes are defined */
   for (size_t b0 = m0; b0 < m1; b0 += nb) {
@@ -347,8 +361,11 @@ static void dw_channels(const qconv_params *p, const uint8_t *x, uint8_t *MRT_RE
     for (size_t m = b0; m < b1; m++) {
       /* the slack (read past the grid, never kept) once: later channels leave it */
       build_planes(p, x, planes, m, m + 1, m == m0 ? p->dw_planes - p->chan_bytes : 0);
-      mrt_qgemm_depthwise(p->kern, ng, planes, MRT_T0_DTYPE == MRT_DTYPE_INT8, p->off, p->kpair,
-                          p->wd + m * p->kpair * 2, acc + (m - b0) * ng);
+      if (p->wq)
+        mrt_qgemm_depthwise_q8(p->kern, ng, planes, p->offq, p->nquads, p->wq + m * p->nquads * 4, acc + (m - b0) * ng);
+      else
+        mrt_qgemm_depthwise(p->kern, ng, planes, MRT_T0_DTYPE == MRT_DTYPE_INT8, p->off, p->kpair,
+                            p->wd + m * p->kpair * 2, acc + (m - b0) * ng);
     }
     if (nb > 1) { /* the block's grids in one pass, then each row's kept bytes */
       mrt_qgemm_requant_rows(p->kern, 1, (b1 - b0) * ng, acc, 0, p->bias_x + b0 * ng, p->scale_x + b0 * ng, 1, p->zy,

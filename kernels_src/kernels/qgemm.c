@@ -742,6 +742,59 @@ void mrt_qgemm_add(const mrt_qgemm_kernel *kern, size_t n, const void *a, const 
 #endif
 }
 
+#if defined(__x86_64__)
+/* 64 outputs a step: four taps' 64 bytes interleaved into byte quads (unpack
+ * bytes, then words, within 128-bit lanes), each quad one vpdpbusd with the four
+ * weights; accumulator k then holds, in 128-bit lane L, outputs 16 L + 4 k .. + 3,
+ * which a 4 x 4 transpose of lanes puts back in order. */
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) static void
+mrt_qgemm_dwq__avx512vnni(size_t n, const uint8_t *x, const size_t *off, size_t nquads, const int8_t *w,
+                          int32_t *MRT_RESTRICT acc) {
+  for (size_t j = 0; j < n; j += 64) {
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t q = 0; q < nquads; ++q) {
+      const size_t *o = off + 4 * q;
+      const __m512i x0 = _mm512_loadu_si512(x + o[0] + j), x1 = _mm512_loadu_si512(x + o[1] + j);
+      const __m512i x2 = _mm512_loadu_si512(x + o[2] + j), x3 = _mm512_loadu_si512(x + o[3] + j);
+      const __m512i l01 = _mm512_unpacklo_epi8(x0, x1), h01 = _mm512_unpackhi_epi8(x0, x1);
+      const __m512i l23 = _mm512_unpacklo_epi8(x2, x3), h23 = _mm512_unpackhi_epi8(x2, x3);
+      int32_t wq;
+      memcpy(&wq, w + 4 * q, 4);
+      const __m512i wv = _mm512_set1_epi32(wq);
+      a0 = _mm512_dpbusd_epi32(a0, _mm512_unpacklo_epi16(l01, l23), wv);
+      a1 = _mm512_dpbusd_epi32(a1, _mm512_unpackhi_epi16(l01, l23), wv);
+      a2 = _mm512_dpbusd_epi32(a2, _mm512_unpacklo_epi16(h01, h23), wv);
+      a3 = _mm512_dpbusd_epi32(a3, _mm512_unpackhi_epi16(h01, h23), wv);
+    }
+    const __m512i t0 = _mm512_shuffle_i64x2(a0, a1, 0x44), t1 = _mm512_shuffle_i64x2(a2, a3, 0x44);
+    const __m512i t2 = _mm512_shuffle_i64x2(a0, a1, 0xEE), t3 = _mm512_shuffle_i64x2(a2, a3, 0xEE);
+    _mm512_storeu_si512(acc + j, _mm512_shuffle_i64x2(t0, t1, 0x88));
+    _mm512_storeu_si512(acc + j + 16, _mm512_shuffle_i64x2(t0, t1, 0xDD));
+    _mm512_storeu_si512(acc + j + 32, _mm512_shuffle_i64x2(t2, t3, 0x88));
+    _mm512_storeu_si512(acc + j + 48, _mm512_shuffle_i64x2(t2, t3, 0xDD));
+  }
+}
+#endif
+
+int mrt_qgemm_depthwise_quads(const mrt_qgemm_kernel *kern) {
+#if defined(__x86_64__)
+  return kern->kind == MRT_QGEMM_AMX || kern == &mrt_qgemm_avx512vnni;
+#else
+  (void)kern;
+  return 0;
+#endif
+}
+
+void mrt_qgemm_depthwise_q8(const mrt_qgemm_kernel *kern, size_t n, const uint8_t *x, const size_t *off,
+                            size_t nquads, const int8_t *w, int32_t *MRT_RESTRICT acc) {
+  (void)kern;
+#if defined(__x86_64__)
+  mrt_qgemm_dwq__avx512vnni(n, x, off, nquads, w, acc);
+#else
+  (void)n, (void)x, (void)off, (void)nquads, (void)w, (void)acc;
+#endif
+}
+
 void mrt_qgemm_depthwise(const mrt_qgemm_kernel *kern, size_t n, const void *x, int is_signed, const size_t *off,
                          size_t npairs, const int16_t *w, int32_t *MRT_RESTRICT acc) {
 #if defined(__x86_64__)

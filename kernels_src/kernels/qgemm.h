@@ -58,6 +58,15 @@ const char *mrt_qgemm_kernel_name(const mrt_qgemm_kernel *kern);
 void mrt_qgemm_depthwise(const mrt_qgemm_kernel *kern, size_t n, const void *x, int is_signed, const size_t *off,
                          size_t npairs, const int16_t *w, int32_t *MRT_RESTRICT acc);
 
+/* The same with int8 taps in quads on uint8 x, where the CPU multiplies bytes in
+ * quads (AVX512-VNNI, AMX hosts): acc[j] = sum_t w[t] * x[off[t] + j] for j in
+ * [0, n rounded up to 64), 4 * nquads taps (missing ones: weight 0, any valid
+ * offset). Reads up to 63 bytes past x[off[t] + n - 1]; acc must hold n rounded up
+ * to 64. mrt_qgemm_depthwise_quads says whether kern has it. */
+int mrt_qgemm_depthwise_quads(const mrt_qgemm_kernel *kern);
+void mrt_qgemm_depthwise_q8(const mrt_qgemm_kernel *kern, size_t n, const uint8_t *x, const size_t *off,
+                            size_t nquads, const int8_t *w, int32_t *MRT_RESTRICT acc);
+
 /* y[r * ldy + j] = sat(round_half_even(float(acc[r * lda + j] + bias) * scale) + zp)
  * for r < rows, j < n, as mrt_q_requant (qcommon.h) computes it, vectorised for the
  * kernel's CPU; bias and scale are n values (per_col) or one per row. y is uint8
