@@ -613,7 +613,7 @@ typedef float gap_vec __attribute__((vector_size(8 * sizeof(float))));
  * the one before (four partial sums, one vector, ran at a float a cycle:
  * EfficientNet-B0's squeeze-excitation pools 0.38 ms against onnxruntime's
  * 0.24). arm64: +296 B with the thread split, so --tune size keeps the loop
- * below. */
+ * below (and, without threads, no split). */
 static float gap_sum(size_t n, const float *x) {
   gap_vec a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, v;
   size_t i = 0;
@@ -639,6 +639,12 @@ static float gap_sum(size_t n, const float *x) {
 }
 #endif
 
+static void gap_planes(const gpool_params *p, const float *x, float *y, size_t c0, size_t c1) {
+  const float inv = 1.0f / (float)p->plane;
+  for (size_t c = c0; c < c1; c++) y[c] = gap_sum(p->plane, x + c * p->plane) * inv;
+}
+
+#if MRT_ENABLE_THREADS
 typedef struct gap_job {
   const gpool_params *p;
   const float *x;
@@ -648,20 +654,24 @@ typedef struct gap_job {
 
 static void gap_task(void *arg, size_t t, size_t thread) {
   const gap_job *j = arg;
-  const size_t c0 = t * j->per_task, c1 = c0 + j->per_task < j->p->planes ? c0 + j->per_task : j->p->planes;
-  const float inv = 1.0f / (float)j->p->plane;
+  const size_t c0 = t * j->per_task;
   MRT_UNUSED(thread);
-  for (size_t c = c0; c < c1; c++) j->y[c] = gap_sum(j->p->plane, j->x + c * j->p->plane) * inv;
+  gap_planes(j->p, j->x, j->y, c0, c0 + j->per_task < j->p->planes ? c0 + j->per_task : j->p->planes);
 }
+#endif
 
 void mrt_globalaveragepool_run_f32(const mrt_node *node, void *scratch) {
   MRT_UNUSED(scratch);
   const gpool_params *p = node->params;
+#if MRT_ENABLE_THREADS
   if (p->planes == 0) return;
   /* Channels split between the session's threads, 2^15 floats a task at least. */
   const size_t tasks = mrt_pool_tasks(node->pool, p->planes * p->plane, (size_t)1 << 15);
   gap_job job = {p, node->inputs[0]->data, node->outputs[0]->data, (p->planes + tasks - 1) / tasks};
   mrt_parallel_for(node->pool, (p->planes + job.per_task - 1) / job.per_task, gap_task, &job);
+#else
+  gap_planes(p, node->inputs[0]->data, node->outputs[0]->data, 0, p->planes);
+#endif
 }
 #endif
 
