@@ -351,11 +351,12 @@ def test_bad_fused_nodes_are_refused_by_name(op, activation, residual, r_shape, 
 
 # --- the residual inside the GEMM's register tiles ----------------------------------
 #
-# On the last k block each tile adds the residual and clamps before it stores, so
-# the post stage has nothing left for FusedConv(residual=1) -> Relu / Clip / none.
-# The edge tiles (rows past a multiple of mr, columns past a multiple of nr) go
-# through local copies of C and of the residual; every one must give the unfused
-# graph's bytes: (acc + bias) + residual, then the Relu / Clip kernel's selects.
+# On the last k block each AVX-512 tile adds the residual and clamps before it
+# stores, so the post stage has nothing left for FusedConv(residual=1) -> Relu /
+# Clip / none; the AVX2 / SSE / NEON families keep the post stage. The edge tiles
+# (rows past a multiple of mr, columns past a multiple of nr) go through local
+# copies of C and of the residual; every family must give the unfused graph's
+# bytes: (acc + bias) + residual, then the Relu / Clip kernel's selects.
 
 # (c_in, c_out, h, w, kernel): c_out against mr = 8 (AVX-512, NEON) / 6 (AVX2, SSE):
 # 29 = 3*8+5 and 4*6+5 (a partial-row tile), 25 = 3*8+1 and 4*6+1 (one-row tiles),

@@ -43,10 +43,14 @@ typedef float mrt_v16f __attribute__((vector_size(64)));
     x = MRT_SGEMM_SEL(VT, x > hi, hi, x);                                                     \
   } while (0)
 #if MRT_SGEMM_TILE_RES
-/* The residual on a finished tile value x at row r, vector v (gemm.h). */
-#define MRT_SGEMM_TILE_RES_INIT(VT) const VT plo = (VT){0} + args->post_lo, phi = (VT){0} + args->post_hi;
+/* The residual on a finished tile value x at row r, vector v (gemm.h), in
+ * the tiles defined while MRT_SGEMM_RES_HERE is 1 (the AVX-512 ones). */
+#define MRT_SGEMM_RES_HERE 0
+#define MRT_SGEMM_TILE_RES_INIT(VT)                                                           \
+  const VT plo = (VT){0} + args->post_lo, phi = (VT){0} + args->post_hi;                      \
+  (void)plo, (void)phi;
 #define MRT_SGEMM_TILE_RES_ADD(VT, VL, x, r, v)                                                \
-  if (args->res) {                                                                            \
+  if (MRT_SGEMM_RES_HERE && args->res) {                                                      \
     VT rv;                                                                                    \
     __builtin_memcpy(&rv, args->res + (size_t)(r) * ldc + (v) * (VL), sizeof(VT));            \
     x += rv;                                                                                  \
@@ -117,6 +121,8 @@ MRT_SGEMM_TILE(mrt_sgemm_kernel_6x4__avx2, __attribute__((target("avx2,fma"))), 
  * of mobile CNNs (16, 24, 32, 96, 144, ...) are multiples of 8, so the narrow
  * projections (32 -> 16 channels at 112 x 112) run whole tiles, not 1-row ones. */
 #define MRT_AVX512 __attribute__((target("avx512f,avx2,fma")))
+#undef MRT_SGEMM_RES_HERE
+#define MRT_SGEMM_RES_HERE 1
 /* The 8 x 48 tile prefetches its B rows 8 k steps ahead and its A panel 24
  * ahead: A streams from L2 once per tile (weights of a 7 x 7 layer: 2048 x 512
  * floats for 49 columns), and without this the tile waited on it; measured
@@ -179,6 +185,8 @@ MRT_AVX512 static void mrt_sgemm_kernel_8x2__avx512(size_t kc, const float *MRT_
     }
   }
 }
+#undef MRT_SGEMM_RES_HERE
+#define MRT_SGEMM_RES_HERE 0
 const mrt_sgemm_kernel mrt_sgemm_avx512 = {8, 48, 128, 1536, mrt_sgemm_kernel_8x48__avx512,
                                            mrt_sgemm_kernel_1x48__avx512,
                                            {mrt_sgemm_kernel_8x2__avx512, mrt_sgemm_kernel_8x16__avx512,
@@ -449,7 +457,7 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
   /* The post stage gets the epilogue without the residual the tiles add, and
    * is skipped when that was all it had to do. */
   const mrt_sgemm_epilogue *post = ep && ep->post ? ep : NULL;
-  const float *res = ep ? ep->res : NULL;
+  const float *res = ep && kern == &mrt_sgemm_avx512 ? ep->res : NULL;
   float tmp_res[384];
   mrt_sgemm_epilogue post_ep;
   if (res) {
@@ -491,11 +499,12 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
         for (size_t to = 0; to < (rows_first ? tiles_m : tiles_n); ++to) {
           for (size_t ti = 0; ti < (rows_first ? tiles_n : tiles_m); ++ti) {
             const size_t ir = (rows_first ? to : ti) * mr, jr = (rows_first ? ti : to) * nr;
+            const size_t nn = mrt_min(nr, ncur - jr), j = j0 + jr;
 #else
         for (size_t jr = 0; jr < ncur; jr += nr) {
+          const size_t nn = mrt_min(nr, ncur - jr), j = j0 + jr;
           for (size_t ir = 0; ir < mcur; ir += mr) {
 #endif
-            const size_t nn = mrt_min(nr, ncur - jr), j = j0 + jr;
             const size_t mm = mrt_min(mr, mcur - ir), i = i0 + ir;
             float *cp = c + i * ldc + j;
             args.bias_row = ep && ep->bias_row ? ep->bias_row + i : NULL;
