@@ -351,9 +351,9 @@ def test_bad_fused_nodes_are_refused_by_name(op, activation, residual, r_shape, 
 
 # --- the residual inside the GEMM's register tiles ----------------------------------
 #
-# On the last k block each AVX-512 tile adds the residual and clamps before it
-# stores, so the post stage has nothing left for FusedConv(residual=1) -> Relu /
-# Clip / none; the AVX2 / SSE / NEON families keep the post stage. The edge tiles
+# On the last k block each AVX-512 / AVX2 tile adds the residual and clamps before
+# it stores, so the post stage has nothing left for FusedConv(residual=1) -> Relu /
+# Clip / none; the SSE and NEON families keep the post stage. The edge tiles
 # (rows past a multiple of mr, columns past a multiple of nr) go through local
 # copies of C and of the residual; every family must give the unfused graph's
 # bytes: (acc + bias) + residual, then the Relu / Clip kernel's selects.

@@ -44,7 +44,7 @@ typedef float mrt_v16f __attribute__((vector_size(64)));
   } while (0)
 #if MRT_SGEMM_TILE_RES
 /* The residual on a finished tile value x at row r, vector v (gemm.h), in
- * the tiles defined while MRT_SGEMM_RES_HERE is 1 (the AVX-512 ones). */
+ * the tiles defined while MRT_SGEMM_RES_HERE is 1 (AVX-512 and AVX2). */
 #define MRT_SGEMM_RES_HERE 0
 #define MRT_SGEMM_TILE_RES_INIT(VT)                                                           \
   const VT plo = (VT){0} + args->post_lo, phi = (VT){0} + args->post_hi;                      \
@@ -111,10 +111,14 @@ typedef float mrt_v16f __attribute__((vector_size(64)));
 MRT_SGEMM_TILE(mrt_sgemm_kernel_6x8__sse, , mrt_v4f, 4, 6, 2, 6, 8)
 MRT_SGEMM_TILE(mrt_sgemm_kernel_1x8__sse, , mrt_v4f, 4, 1, 2, 6, 8)
 MRT_SGEMM_TILE(mrt_sgemm_kernel_6x4__sse, , mrt_v4f, 4, 6, 1, 6, 8)
+#undef MRT_SGEMM_RES_HERE
+#define MRT_SGEMM_RES_HERE 1
 MRT_SGEMM_TILE(mrt_sgemm_kernel_6x16__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8, 6, 2, 6, 16)
 MRT_SGEMM_TILE(mrt_sgemm_kernel_1x16__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8, 1, 2, 6, 16)
 MRT_SGEMM_TILE(mrt_sgemm_kernel_6x8__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8, 6, 1, 6, 16)
 MRT_SGEMM_TILE(mrt_sgemm_kernel_6x4__avx2, __attribute__((target("avx2,fma"))), mrt_v4f, 4, 6, 1, 6, 16)
+#undef MRT_SGEMM_RES_HERE
+#define MRT_SGEMM_RES_HERE 0
 #if MRT_SGEMM_AVX512
 /* AVX-512F: 8 x 48 (24 zmm accumulators, 3 B vectors, the A value broadcast
  * from memory by the FMA itself). Eight rows, not 12 or 14: the channel counts
@@ -433,12 +437,14 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
    * so it is sized for L2 (384 KB), not L3. Measured on ResNet-50, one thread:
    * 1x1 64 -> 256 on 56 x 56 + residual 1037 -> 713 us, without 786 -> 641,
    * 3x3 64 -> 64 1824 -> 1541; the AVX2 6 x 16 tile, which does not prefetch,
-   * lost on 3x3 layers this way and keeps the column order, and so do
-   * products of fewer than 64 rows without a residual, whose column of tiles
-   * touches few rows of C (MobileNetV2's 1x1 32 -> 16 on 112 x 112: 133 us
-   * by columns, 158 by rows). */
+   * lost on 3x3 layers this way and walks rows only with a residual (1x1
+   * 64 -> 256 on 56 x 56 + residual 1326-1622 -> 1172-1276 us). AVX-512
+   * products of fewer than 64 rows without a residual keep columns too: their
+   * column of tiles touches few rows of C (MobileNetV2's 1x1 32 -> 16 on
+   * 112 x 112: 133 us by columns, 158 by rows). */
 #if MRT_SGEMM_AVX512
-  const int rows_first = kern == &mrt_sgemm_avx512 && (m >= 64 || (ep && ep->res));
+  const int rows_first = (kern == &mrt_sgemm_avx512 && (m >= 64 || (ep && ep->res))) ||
+                         (kern == &mrt_sgemm_avx2 && ep && ep->res);
   const size_t nc_l2 = 98304 / mrt_min(k, MRT_SGEMM_KC) / nr * nr;
   const size_t nc = rows_first ? mrt_min(kern->nc, nc_l2 > nr ? nc_l2 : nr) : kern->nc;
 #else
@@ -457,7 +463,8 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
   /* The post stage gets the epilogue without the residual the tiles add, and
    * is skipped when that was all it had to do. */
   const mrt_sgemm_epilogue *post = ep && ep->post ? ep : NULL;
-  const float *res = ep && kern == &mrt_sgemm_avx512 ? ep->res : NULL;
+  /* (the families whose tiles add it: rows of tiles, see gemm.h) */
+  const float *res = ep && (kern == &mrt_sgemm_avx512 || kern == &mrt_sgemm_avx2) ? ep->res : NULL;
   float tmp_res[384];
   mrt_sgemm_epilogue post_ep;
   if (res) {

@@ -41,13 +41,14 @@ extern "C" {
 #define MRT_SGEMM_NARROW 2
 #endif
 
-/* The residual of a FusedConv joins the AVX-512 tiles in registers (the last
- * k block): C = clamp(clamp(acc + bias, lo, hi) + res, post_lo, post_hi), so
- * the post stage need not pass over C again and read the residual. Those
- * tiles walk rows of C, so the residual streams in along its rows; the other
- * families walk columns of tiles, where each tile's residual rows lay a plane
- * row apart and missed (AVX2, ResNet-50's 1x1 64 -> 256 on 56 x 56 + residual:
- * 1478-1772 us by the post stage, 2057-2422 in the tiles), so they, --tune
+/* The residual of a FusedConv joins the AVX-512 and AVX2 tiles in registers
+ * (the last k block): C = clamp(clamp(acc + bias, lo, hi) + res, post_lo,
+ * post_hi), so the post stage need not pass over C again and read the
+ * residual. Those tiles then walk rows of C, so the residual streams in along
+ * its rows; by columns of tiles each tile's residual rows lay a plane row
+ * apart and missed (AVX2, ResNet-50's 1x1 64 -> 256 on 56 x 56 + residual:
+ * 1478-1772 us by the post stage, 2057-2422 in column-walking tiles, 1172-1276
+ * in row-walking ones). SSE, NEON (rows of tiles unmeasured there), --tune
  * size and Android builds keep the post stage, which adds the residual per
  * block of C. */
 #define MRT_SGEMM_TILE_RES MRT_SGEMM_AVX512
