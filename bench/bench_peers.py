@@ -40,6 +40,7 @@ Writes a Markdown table per thread count (stdout and --out) and JSON beside it.
 from __future__ import annotations
 
 import argparse
+import atexit
 import datetime
 import json
 import math
@@ -420,18 +421,22 @@ def prepare_all(models: list[str], work: Path, engines: list[str], fresh: bool) 
 def build_minirt(models: list[str], paths: dict, work: Path, rev: str | None) -> tuple[Path, Path]:
     """One minirt for every ONNX model, rebuilt each run (the kernels may have changed):
     from this checkout's working tree, or with `rev` from that commit's files
-    (`git archive`), so edits in progress in the tree do not enter the numbers."""
-    src = work / "minirt-models"
+    (`git archive`), so edits in progress in the tree do not enter the numbers.
+    In a directory of this run's own (minibuild's action cache keeps the rebuild
+    cheap): two runs sharing --work on one machine would otherwise time each other's
+    library, or fail on a build made for other models."""
+    run = work / f"minirt-run-{os.getpid()}"
+    src = run / "models-in"
     shutil.rmtree(src, ignore_errors=True)
     src.mkdir(parents=True)
     for model in models:
         p = paths.get((model, "onnx"))
         if isinstance(p, Path):
             shutil.copyfile(p, src / f"{model}.onnx")
-    out = work / "minirt"
+    out = run / "build"
     env = dict(os.environ)
     if rev:
-        tree = work / "minirt-src"
+        tree = run / "src"
         shutil.rmtree(tree, ignore_errors=True)
         tree.mkdir(parents=True)
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True).stdout
@@ -570,6 +575,7 @@ def main() -> int:
     mrt_dir = None
     if "minirt" in args.engines:
         mrt_dir, args.minirt_python = build_minirt(models, paths, args.work, args.minirt_rev)
+        atexit.register(shutil.rmtree, args.work / f"minirt-run-{os.getpid()}", ignore_errors=True)
     scratch = args.work / "outputs"
     scratch.mkdir(parents=True, exist_ok=True)
     floor = Engine("none", models[0], Path(os.devnull), 1, scratch / "none.npy", args.minirt_python)
