@@ -4,8 +4,8 @@
  * MRT_VATTR, so each copy is compiled for its ISA as a whole (a 256- or 512-bit
  * vector cannot be passed between functions of different ISAs). The includer
  * defines the vector types MRT_VF / MRT_VI, their lane count MRT_VW and, where
- * the ISA has it, MRT_VSCALEF (p * 2^n in one instruction). No include guard
- * on purpose.
+ * the ISA has them, MRT_VSCALEF (p * 2^n in one instruction) and MRT_VLOADN /
+ * MRT_VSTOREN (masked moves of the first n lanes). No include guard on purpose.
  */
 #define V(name) MRT_VNAME(name, MRT_VSUFFIX)
 #define MRT_VINLINE MRT_VATTR static inline
