@@ -445,8 +445,15 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
 #if MRT_SGEMM_AVX512
   const int rows_first = (kern == &mrt_sgemm_avx512 && (m >= 64 || (ep && ep->res))) ||
                          (kern == &mrt_sgemm_avx2 && ep && ep->res);
-  const size_t nc_l2 = 98304 / mrt_min(k, MRT_SGEMM_KC) / nr * nr;
-  const size_t nc = rows_first ? mrt_min(kern->nc, nc_l2 > nr ? nc_l2 : nr) : kern->nc;
+  /* Blocks of about that size, evened out over this range of columns: a
+   * thread's share of a 28 x 28 plane (432 columns) was 384 + 48, the last
+   * block streaming all of A for one panel (1x1 512 -> 128 at 2 threads:
+   * 348 -> 370 us against the column order). */
+  const size_t nc_l2 = 98304 / mrt_min(k, MRT_SGEMM_KC) / nr * nr, nc_max = mrt_min(kern->nc, nc_l2 > nr ? nc_l2 : nr);
+  const size_t nb = (j_hi - j_lo + nc_max / 2) / nc_max, nblocks = nb ? nb : 1;
+  /* (never past kern->nc: the scratch holds a B block of that width) */
+  const size_t nc = !rows_first ? kern->nc
+                    : mrt_min(kern->nc, mrt_round_up((j_hi - j_lo + nblocks - 1) / nblocks, nr));
 #else
   const size_t nc = kern->nc;
 #endif
