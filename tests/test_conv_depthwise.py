@@ -1,7 +1,8 @@
 """Depthwise convolution against onnxruntime: the channel-blocked path (constant
-weights, VL channels a vector: 16 on AVX-512, 8 AVX2, 4 SSE and NEON) and the
-plane path (weights fed at run time, which the blocked path cannot pack at
-prepare), on channel counts around every VL (1, VL-1, VL+3, 3 VL), 3x3 / 5x5 /
+weights, VL channels a vector: 16 on AVX-512, 8 AVX2, 4 NEON) and the plane path
+(weights fed at run time, which the blocked path cannot pack at prepare; every
+convolution under the SSE cap, and AVX2's wide 3x3 layers), on channel counts
+around every VL (1, VL-1, VL+3, 3 VL), 3x3 / 5x5 /
 7x7 kernels, strides 1 to 3, asymmetric pads, dilation 2, 1-D, batch 2, the
 fused clamps and activations and the residual, under every ISA cap and at 1 and
 2 threads. aarch64 and armv7 run the same cases under qemu (test_arm_kernels.py)."""

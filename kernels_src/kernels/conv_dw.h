@@ -1,6 +1,7 @@
 /*
  * Channel-blocked direct depthwise convolution (included by conv_core.c, which
- * chooses it at prepare; `--tune size` builds leave it out).
+ * chooses it at prepare; `--tune size` builds, Android's x86 ABIs and SSE-only
+ * x86_64 CPUs keep the plane path).
  *
  * The plane path (conv_core.c) computes one channel plane at a time with
  * vectors along its rows: on 7x7 and 14x14 planes most lanes of a 16-float
@@ -267,7 +268,7 @@ typedef struct mrt_dwb_job {
   }
 
 #if defined(__x86_64__)
-MRT_DWB(__sse, , mrt_v4f, 4, MRT_DWB_LO4, MRT_DWB_HI4, 4)
+/* (SSE-only x86_64 keeps the plane path: 4 lanes cost 17 KB of code there.) */
 MRT_DWB(__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8, MRT_DWB_LO8, MRT_DWB_HI8, 8)
 #if MRT_SGEMM_AVX512
 MRT_DWB(__avx512, __attribute__((target("avx512f,avx2,fma"))), mrt_v16f, 16, MRT_DWB_LO16, MRT_DWB_HI16, 8)
@@ -284,7 +285,7 @@ static void mrt_conv_dwb_run(mrt_pool *pool, const mrt_conv_params *p, const flo
   const size_t vl = p->dwb_vl, nblk = (p->c_out + vl - 1) / vl, nstrip = (p->out[1] + p->dwb_sr - 1) / p->dwb_sr;
   mrt_dwb_job job = {p, x, res, y, (char *)scratch, mrt_dwb_stride(p), nblk, nstrip, p->batch * nblk * nstrip, 1};
 #if defined(__x86_64__)
-  mrt_task_fn fn = vl == 8 ? mrt_dwb_task__avx2 : mrt_dwb_task__sse;
+  mrt_task_fn fn = mrt_dwb_task__avx2;
 #if MRT_SGEMM_AVX512
   if (vl == 16) fn = mrt_dwb_task__avx512;
 #endif
@@ -320,10 +321,11 @@ static mrt_status mrt_conv_dwb_prepare(mrt_ctx *ctx, mrt_conv_params *p, const m
   if (!w->is_constant || !w->data || (b && (!b->is_constant || !b->data))) return MRT_STATUS_OK;
   size_t vl = 4;
 #if defined(__x86_64__)
-  if (p->kern == &mrt_sgemm_avx2) vl = 8;
+  vl = p->kern == &mrt_sgemm_avx2 ? 8 : 0;
 #if MRT_SGEMM_AVX512
   if (p->kern == &mrt_sgemm_avx512) vl = 16;
 #endif
+  if (!vl) return MRT_STATUS_OK; /* SSE */
 #endif
   const size_t OW = p->out[2], OH = p->out[1], sy = p->s[1], nblk = (p->c_out + vl - 1) / vl;
   /* Where the plane path measured faster (profile_nodes, MobileNetV2 and
