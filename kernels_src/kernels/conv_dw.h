@@ -34,17 +34,12 @@
 #define MRT_DWB_CLAMP_BODY(v, lo, hi) return MRT_VMIN(MRT_VMAX(v, lo), hi);
 #endif
 
-/* x86 only, where they were measured (ARM builds keep the bytes): 5x5 taps as
- * constants (EfficientNet-B0's 5x5 layers 15 - 25 % faster than through the
- * any-kernel loop), and a row's last 2 or 3 outputs computed together rather
- * than one by one (1152 x 7 x 7, 5x5: 54 -> 49 us). */
-#if defined(__x86_64__)
-#define MRT_DWB_5X5 1
-#define MRT_DWB_TAILS 1
-#else
-#define MRT_DWB_5X5 0
-#define MRT_DWB_TAILS 0
-#endif
+/* EXTRA, per copy: code x86 measured worth its bytes (ARM builds take 0 and
+ * keep the bytes). 1: 5x5 taps as constants (EfficientNet-B0's 5x5 layers
+ * 15 - 25 % faster on AVX-512 than through the any-kernel loop, 25 - 60 % on
+ * AVX2); 2: also a row's last 2 or 3 outputs computed together rather than
+ * one by one (1152 x 7 x 7, 5x5: 54 -> 49 us on AVX-512; on AVX2 6 KB of code
+ * for 2 % of EfficientNet-B0's depthwise time, so it takes 1). */
 
 /* Interleave the low / high halves of two VL-vectors (lanes a0 b0 a1 b1 ...). */
 #define MRT_DWB_LO4 0, 4, 1, 5
@@ -77,7 +72,7 @@ typedef struct mrt_dwb_job {
  * interleaving vector i with vector i + VL/2: after them vector k holds lane
  * k of every input vector.
  */
-#define MRT_DWB(SUF, ATTR, VT, VL, LO, HI, NX)                                                          \
+#define MRT_DWB(SUF, ATTR, VT, VL, LO, HI, NX, EXTRA)                                                          \
   ATTR static inline __attribute__((always_inline)) VT mrt_dwb_clamp##SUF(VT v, VT lo, VT hi) {         \
     MRT_DWB_CLAMP_BODY(v, lo, hi)                                                                       \
   }                                                                                                     \
@@ -186,9 +181,9 @@ typedef struct mrt_dwb_job {
       for (; ox + (NX) <= OW; ox += (NX)) mrt_dwb_px##SUF(tr, w, vb, vlo, vhi, orow, ox, NX, kh, kw, dy, dx, sx); \
       if ((NX) > 4)                                                                                     \
         for (; ox + 4 <= OW; ox += 4) mrt_dwb_px##SUF(tr, w, vb, vlo, vhi, orow, ox, 4, kh, kw, dy, dx, sx); \
-      if (MRT_DWB_TAILS && OW - ox == 3)                                                                \
+      if ((EXTRA) >= 2 && OW - ox == 3)                                                                \
         mrt_dwb_px##SUF(tr, w, vb, vlo, vhi, orow, ox, 3, kh, kw, dy, dx, sx);                          \
-      else if (MRT_DWB_TAILS && OW - ox == 2)                                                           \
+      else if ((EXTRA) >= 2 && OW - ox == 2)                                                           \
         mrt_dwb_px##SUF(tr, w, vb, vlo, vhi, orow, ox, 2, kh, kw, dy, dx, sx);                          \
       else                                                                                              \
         for (; ox < OW; ++ox) mrt_dwb_px##SUF(tr, w, vb, vlo, vhi, orow, ox, 1, kh, kw, dy, dx, sx);    \
@@ -219,9 +214,9 @@ typedef struct mrt_dwb_job {
         mrt_dwb_taps##SUF(p, tl, w, bias, rc, out, 3, 3, 1);                                            \
       else if (kk == 3)                                                                                 \
         mrt_dwb_taps##SUF(p, tl, w, bias, rc, out, 3, 3, 2);                                            \
-      else if (MRT_DWB_5X5 && kk == 5 && p->s[2] == 1)                                                  \
+      else if ((EXTRA) >= 1 && kk == 5 && p->s[2] == 1)                                                  \
         mrt_dwb_taps##SUF(p, tl, w, bias, rc, out, 5, 5, 1);                                            \
-      else if (MRT_DWB_5X5 && kk == 5)                                                                  \
+      else if ((EXTRA) >= 1 && kk == 5)                                                                  \
         mrt_dwb_taps##SUF(p, tl, w, bias, rc, out, 5, 5, 2);                                            \
       else                                                                                              \
         mrt_dwb_taps##SUF(p, tl, w, bias, rc, out, 0, 0, 0);                                            \
@@ -269,12 +264,12 @@ typedef struct mrt_dwb_job {
 
 #if defined(__x86_64__)
 /* (SSE-only x86_64 keeps the plane path: 4 lanes cost 17 KB of code there.) */
-MRT_DWB(__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8, MRT_DWB_LO8, MRT_DWB_HI8, 8)
+MRT_DWB(__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8, MRT_DWB_LO8, MRT_DWB_HI8, 8, 1)
 #if MRT_SGEMM_AVX512
-MRT_DWB(__avx512, __attribute__((target("avx512f,avx2,fma"))), mrt_v16f, 16, MRT_DWB_LO16, MRT_DWB_HI16, 8)
+MRT_DWB(__avx512, __attribute__((target("avx512f,avx2,fma"))), mrt_v16f, 16, MRT_DWB_LO16, MRT_DWB_HI16, 8, 2)
 #endif
 #else
-MRT_DWB(, , mrt_v4f, 4, MRT_DWB_LO4, MRT_DWB_HI4, 4)
+MRT_DWB(, , mrt_v4f, 4, MRT_DWB_LO4, MRT_DWB_HI4, 4, 0)
 #endif
 
 /* Tasks below this many multiply-adds are not worth a thread. */
