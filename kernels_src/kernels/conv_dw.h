@@ -10,8 +10,8 @@
  *   1. the input rows a strip of output rows reads are transposed, VL x VL
  *      floats at a time, into a zero-padded tile of [rows][cols][VL] floats;
  *   2. each output pixel is one vector: bias, then the taps' FMAs (weights
- *      packed at prepare as [block][tap][VL]; 3x3 and 5x5 with the taps as
- *      constants), then the clamp;
+ *      packed at prepare as [block][tap][VL]; 3x3, and 5x5 on x86, with the
+ *      taps as constants), then the clamp;
  *   3. the activation runs once on a chunk of output rows (one contiguous
  *      array, in L1), which is transposed back into the NCHW planes; with a
  *      residual the planes get the Add, the clamp after it and the activation
@@ -25,7 +25,7 @@
 /* The clamp. On x86 a compare-and-select is one maxps / minps, where the NaN
  * rules of __builtin_elementwise_max cost two more instructions each (the
  * result is the same: a NaN becomes lo, as there). */
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__)
 #define MRT_DWB_SEL(m, a, b) ((__typeof__(a))(((__typeof__(m))(a) & (m)) | ((__typeof__(m))(b) & ~(m))))
 #define MRT_DWB_CLAMP_BODY(v, lo, hi)   \
   v = MRT_DWB_SEL(v > lo, v, lo);       \
@@ -51,7 +51,9 @@
 
 /* Per-thread scratch of the blocked path: the input tile, the output tile and
  * a VL x VL staging block for ragged ends, in floats (each 64-byte aligned). */
-static size_t mrt_dwb_tile_in(const mrt_conv_params *p) { return mrt_round_up(p->dwb_th * p->dwb_iw * p->dwb_vl, 16); }
+static size_t mrt_dwb_tile_in(const mrt_conv_params *p) {
+  return mrt_round_up(p->dwb_th * p->dwb_iw * p->dwb_vl, 16);
+}
 static size_t mrt_dwb_tile_out(const mrt_conv_params *p) {
   return mrt_round_up(p->dwb_oc * p->out[2] * p->dwb_vl, 16);
 }
@@ -68,9 +70,10 @@ typedef struct mrt_dwb_job {
 } mrt_dwb_job;
 
 /*
- * mrt_dwb_task##SUF for one vector type. The transpose is log2(VL) rounds of
- * interleaving vector i with vector i + VL/2: after them vector k holds lane
- * k of every input vector.
+ * mrt_dwb_task##SUF for one vector type of VL floats; NX outputs of a row are
+ * computed together (enough accumulators to cover the FMA latency), EXTRA as
+ * above. The transpose is log2(VL) rounds of interleaving vector i with vector
+ * i + VL/2: after them vector k holds lane k of every input vector.
  */
 #define MRT_DWB(SUF, ATTR, VT, VL, LO, HI, NX, EXTRA)                                                          \
   ATTR static inline __attribute__((always_inline)) VT mrt_dwb_clamp##SUF(VT v, VT lo, VT hi) {         \
