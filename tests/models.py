@@ -148,3 +148,18 @@ def one_node(op, feeds, consts=None, opset=17, n_out=1, inputs=None, **attrs) ->
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     return model
+
+
+def graph_model(nodes, feeds, consts, outputs, opset=17, name="g") -> onnx.ModelProto:
+    """A float model of `nodes`: `feeds` runtime inputs, `consts` initializers, and the
+    values named in `outputs` as graph outputs with the shapes onnx infers for them."""
+    inputs = [helper.make_tensor_value_info(k, TensorProto.FLOAT, v.shape) for k, v in feeds.items()]
+    inits = [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()]
+    probe = helper.make_model(helper.make_graph(nodes, "probe", inputs, [], inits),
+                              opset_imports=[helper.make_opsetid("", opset)])
+    probe.ir_version = 8
+    known = {vi.name: vi for vi in onnx.shape_inference.infer_shapes(probe, strict_mode=True).graph.value_info}
+    model = helper.make_model(helper.make_graph(nodes, name, inputs, [known[o] for o in outputs], inits),
+                              opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model

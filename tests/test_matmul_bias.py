@@ -14,24 +14,13 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from minibuild import optimize, registry as registry_mod
+from models import graph_model
 
 ort = pytest.importorskip("onnxruntime")
 testing = pytest.importorskip("minibuild.testing")
 
 def randn(*shape, rng=np.random.default_rng(1618)):
     return rng.standard_normal(shape).astype(np.float32)
-
-
-def make_model(nodes, feeds, consts, outputs, opset=17):
-    inputs = [helper.make_tensor_value_info(k, TensorProto.FLOAT, v.shape) for k, v in feeds.items()]
-    inits = [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()]
-    probe = helper.make_model(helper.make_graph(nodes, "probe", inputs, [], inits),
-                              opset_imports=[helper.make_opsetid("", opset)])
-    known = {vi.name: vi for vi in onnx.shape_inference.infer_shapes(probe, strict_mode=True).graph.value_info}
-    m = helper.make_model(helper.make_graph(nodes, "linear", inputs, [known[o] for o in outputs], inits),
-                          opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    return m
 
 
 def fused_ops(model, feeds):
@@ -81,7 +70,7 @@ def _linear(shape, bias_shape=None, act=None, bias_first=False, extra_use=False)
     if extra_use:
         nodes.append(helper.make_node("Neg", ["p"], ["q"]))
         outputs.append("q")
-    return make_model(nodes, feeds, consts, outputs), feeds
+    return graph_model(nodes, feeds, consts, outputs, name="linear"), feeds
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
