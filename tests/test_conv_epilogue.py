@@ -426,3 +426,26 @@ def test_gemm_and_matmul_with_ragged_tiles_add_no_residual(isa):
              helper.make_node("MatMul", ["y", "m"], ["z"])]
     model = make_model(nodes, feeds, consts, ["y", "z"])
     check_ort(model, feeds)
+
+
+@pytest.mark.parametrize("isa", [None, "avx2", "sse"] if toolchain.host_abi() == "x86_64" else [None],
+                         indirect=True)
+@pytest.mark.parametrize("shape", [(24, 29, 7, 7, 1), (16, 19, 5, 6, 3), (32, 8, 1, 1, 1)],
+                         ids=lambda s: "{}-{}-{}x{}-k{}".format(*s))
+def test_residual_then_clip_with_min_above_max_is_max(isa, shape):
+    """Clip(min=1.5, max=-0.5) after the residual: min(max(x, 1.5), -0.5) is -0.5
+    everywhere (numpy.clip, onnxruntime, the Clip kernel), whether the tiles or
+    the post stage (SSE, and a 1x1 plane whose blocks span all of C) apply it."""
+    model, feeds = residual_case(*shape, "add_clip")
+    lo, hi = (i for i in model.graph.initializer if i.name in ("lo", "hi"))
+    for init, v in ((lo, 1.5), (hi, -0.5)):
+        init.CopyFrom(numpy_helper.from_array(np.float32(v), init.name))
+    g = optimised(model, feeds)
+    assert ops_of(g) == [("ai.minibuild", "FusedConv")] and len(g.nodes[0].input) == 4, ops_of(g)
+    got = check_ort(model, feeds, rtol=0, atol=0)[0]
+    np.testing.assert_array_equal(got, np.full_like(got, -0.5))
+    plain, pfeeds = residual_case(*shape, "add_clip", split=True)
+    for init in plain.graph.initializer:
+        if init.name in ("lo", "hi"):
+            init.CopyFrom(numpy_helper.from_array(np.float32(1.5 if init.name == "lo" else -0.5), init.name))
+    np.testing.assert_array_equal(testing.run_with_minirt(plain, pfeeds)[0], got)

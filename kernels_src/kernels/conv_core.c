@@ -370,13 +370,19 @@ static void mrt_conv_post(const mrt_sgemm_epilogue *ep, size_t i, size_t j, size
                           size_t ldc) {
   const float lo = ep->post_lo, hi = ep->post_hi, alpha = ep->leaky_alpha;
   const float *res = ep->res ? ep->res + i * ldc + j : NULL;
+  /* A block as wide as C is one run of rows * cols floats: one activation
+   * call, not one a row (a squeeze-excitation 1x1 convolution on a 1x1 plane
+   * had called it once per float). */
+  if (cols == ldc) cols *= rows, rows = 1;
   for (size_t r = 0; r < rows; ++r) {
     float *row = c + r * ldc;
     if (res) {
       const float *s = res + r * ldc;
       for (size_t t = 0; t < cols; ++t) {
-        const float x = row[t] + s[t];
-        row[t] = x < lo ? lo : (x > hi ? hi : x);
+        /* Clip's order (max, then min): lo > hi gives hi, as the Clip kernel
+         * and the tiles do. */
+        const float x = row[t] + s[t], u = x < lo ? lo : x;
+        row[t] = u > hi ? hi : u;
       }
     }
     if (ep->leaky)
