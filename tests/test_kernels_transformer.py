@@ -193,6 +193,21 @@ def test_matmul_batched(sa, sb):
     check(one_node("MatMul", {"a": a, "b": b}, opset=13), {"a": a, "b": b})
 
 
+@pytest.mark.parametrize("isa", [None, "avx2", "sse"], indirect=True)
+@pytest.mark.parametrize("sa,sb", [
+    ((1, 4, 128, 64), (1, 4, 64, 128)),     # BERT-small's attention scores
+    ((1, 4, 128, 128), (1, 4, 128, 64)),    # and context
+    ((3, 13, 37), (3, 37, 29)),             # ragged panels (13 rows) and k tail (37 = 4 * 8 + 5)
+    ((2, 1, 20, 9), (1, 3, 9, 50)),         # both broadcast; k shorter than one 8-step transpose
+    ((5, 48, 256), (5, 256, 7)),            # rows that fill panels exactly, a thin B
+])
+def test_matmul_batched_activations_every_isa(isa, sa, sb):
+    """Both operands at run time: A's row-major panels through the vector packer
+    (AVX2 / AVX-512) or the scalar one (SSE), full and ragged."""
+    a, b = randn(*sa), randn(*sb)
+    check(one_node("MatMul", {"a": a, "b": b}, opset=13), {"a": a, "b": b})
+
+
 def test_matmul_constant_weights_bert_projection():
     a, w = randn(1, 128, 768), randn(768, 3072, scale=0.05)
     check(one_node("MatMul", {"a": a}, {"w": w}, opset=13), {"a": a})

@@ -132,6 +132,7 @@ MRT_SGEMM_TILE(mrt_sgemm_kernel_6x4__avx2, __attribute__((target("avx2,fma"))), 
  * floats for 49 columns), and without this the tile waited on it; measured
  * on ResNet-50 against 0 / 8 / 16 ahead for both: 7 x 7 layers -18..29 %,
  * 14 x 14 -8 %, 56 x 56 -2..5 %. */
+#undef MRT_SGEMM_PF
 #define MRT_SGEMM_PF(a, b, AS, BS)                                                              \
   do {                                                                                          \
     __builtin_prefetch((b) + 8 * (BS), 0, 3);                                                   \
@@ -309,6 +310,62 @@ static void mrt_sgemm_pack_strided(const float *data, size_t xs, size_t ks, floa
     dst += w * kc;
   }
 }
+
+#if defined(__x86_64__) && !defined(__ANDROID__) && !MRT_TUNE_SIZE
+#define MRT_SGEMM_PACK_AT 1
+/* A with contiguous rows (MatMul's activations: attention's Q and its
+ * probabilities) into the AVX2 / AVX-512 panels of W = 6 or 8 rows: eight k
+ * at a time, the panel's rows are loaded as vectors, transposed in registers
+ * (rows past W are zeros) and each k group stored as W floats, where the
+ * scalar gather moved one float a load and store (BERT-small's attention
+ * products pack a 128 x 64 or 128 x 128 A per head). Full panels only; the
+ * ragged last one and the k tail go through the scalar loop. Not on Android
+ * (its x86_64 ABI runs emulators: 2,176 B there) nor under --tune size. */
+#define MRT_SGEMM_SHUF __builtin_shufflevector
+__attribute__((target("avx2,fma"))) static void mrt_sgemm_pack_at__avx2(const float *data, size_t xs, float scale,
+                                                                    size_t x0, size_t xc, size_t k0, size_t kc,
+                                                                    size_t w, float *MRT_RESTRICT dst) {
+  const size_t full = xc / w * w, k8 = kc / 8 * 8;
+  for (size_t p = 0; p < full; p += w, dst += w * kc) {
+    const float *base = data + (x0 + p) * xs + k0;
+    for (size_t q = 0; q < k8; q += 8) {
+      mrt_v8f r[8];
+      _Pragma("clang loop unroll(full)") for (int i = 0; i < 8; ++i) {
+        r[i] = (mrt_v8f){0};
+        if ((size_t)i < w) {
+          __builtin_memcpy(&r[i], base + (size_t)i * xs + q, sizeof r[i]);
+          r[i] *= scale;
+        }
+      }
+      mrt_v8f t[8], u[8], o[8];
+      _Pragma("clang loop unroll(full)") for (int i = 0; i < 8; i += 2) {
+        t[i] = MRT_SGEMM_SHUF(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+        t[i + 1] = MRT_SGEMM_SHUF(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+      }
+      _Pragma("clang loop unroll(full)") for (int h = 0; h < 8; h += 4)
+        _Pragma("clang loop unroll(full)") for (int i = 0; i < 2; ++i) {
+          u[h + 2 * i] = MRT_SGEMM_SHUF(t[h + i], t[h + i + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+          u[h + 2 * i + 1] = MRT_SGEMM_SHUF(t[h + i], t[h + i + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        }
+      _Pragma("clang loop unroll(full)") for (int j = 0; j < 4; ++j) {
+        o[j] = MRT_SGEMM_SHUF(u[j], u[j + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        o[j + 4] = MRT_SGEMM_SHUF(u[j], u[j + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+      }
+      float *d = dst + q * w;
+      if (w == 8)
+        _Pragma("clang loop unroll(full)") for (int j = 0; j < 8; ++j) __builtin_memcpy(d + j * 8, &o[j], 32);
+      else
+        _Pragma("clang loop unroll(full)") for (int j = 0; j < 8; ++j) __builtin_memcpy(d + j * 6, &o[j], 24);
+    }
+    for (size_t q = k8; q < kc; ++q)
+      for (size_t i = 0; i < w; ++i) dst[q * w + i] = base[i * xs + q] * scale;
+  }
+  if (full < xc) mrt_sgemm_pack_strided(data, xs, 1, scale, x0 + full, xc - full, k0, kc, w, dst);
+}
+#undef MRT_SGEMM_SHUF
+#else
+#define MRT_SGEMM_PACK_AT 0
+#endif
 
 #if MRT_SGEMM_AVX512
 /* B of a pointwise convolution (and any B with contiguous rows) for the 8 x 48
@@ -505,6 +562,11 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
           a->pack(a->pack_ctx, k0, kcur, i0, mcur, mr, abuf);
           ap = abuf;
         } else {
+#if MRT_SGEMM_PACK_AT
+          if (a->cs == 1 && a->rs != 1 && kern != &mrt_sgemm_sse)
+            mrt_sgemm_pack_at__avx2(a->data, a->rs, a->scale, i0, mcur, k0, kcur, mr, abuf);
+          else
+#endif
           mrt_sgemm_pack_strided(a->data, a->rs, a->cs, a->scale, i0, mcur, k0, kcur, mr, abuf);
           ap = abuf;
         }

@@ -143,33 +143,64 @@ static mrt_status mrt_matmul_prepare(mrt_node *node, mrt_ctx *ctx, uint32_t max_
       mrt_sgemm_pack_b(p->kern, p->k, p->n, (const float *)b->data + i * p->k * p->n, p->n, 1, 1.0f,
                        p->packed_b + i * p->packed_b_stride);
   }
-  mrt_ctx_request_scratch(ctx, mrt_sgemm_scratch_size_mt(p->kern, p->m, p->n, p->k, 0, pack_b, mrt_ctx_threads(ctx)));
+  /* (room for one single-thread product a thread too: mrt_matmul_run) */
+  const size_t threads = mrt_ctx_threads(ctx);
+  const size_t own = (mrt_sgemm_scratch_size(p->kern, p->m, p->n, p->k, 0, pack_b) + 63) / 64 * 64;
+  const size_t mt = mrt_sgemm_scratch_size_mt(p->kern, p->m, p->n, p->k, 0, pack_b, threads);
+  mrt_ctx_request_scratch(ctx, mt > threads * own ? mt : threads * own);
   node->params = p;
   return MRT_STATUS_OK;
 }
 
+typedef struct mrt_matmul_job {
+  const mrt_matmul_params *p;
+  const float *a, *b, *bias;
+  float *y;
+  char *scratch;
+  size_t stride; /* scratch bytes a thread (0: one product at a time, on `pool`) */
+  mrt_pool *pool;
+} mrt_matmul_job;
+
+/* GEMM t of the batch: on job->pool's threads, or (a task of a parallel loop
+ * over the batch) on this thread with its own scratch. */
+static void mrt_matmul_one(void *varg, size_t t, size_t thread) {
+  const mrt_matmul_job *j = (const mrt_matmul_job *)varg;
+  const mrt_matmul_params *p = j->p;
+  mrt_sgemm_src sa = {0}, sb = {0};
+  sa.data = j->a + p->a_off[t];
+  sa.rs = p->k;
+  sa.cs = 1;
+  sa.scale = 1.0f;
+  if (p->packed_b) {
+    sb.packed = p->packed_b + p->b_idx[t] * p->packed_b_stride;
+  } else {
+    sb.data = j->b + p->b_idx[t] * p->k * p->n;
+    sb.rs = p->n;
+    sb.cs = 1;
+    sb.scale = 1.0f;
+  }
+  const mrt_sgemm_epilogue ep = {NULL, j->bias, p->lo, p->hi};
+  mrt_sgemm_mt(j->pool, p->kern, p->m, p->n, p->k, &sa, &sb, 0, &ep, j->y + t * p->m * p->n, p->n,
+               j->scratch + thread * j->stride);
+}
+
 static void mrt_matmul_run(const mrt_node *node, void *scratch, const float *bias) {
   const mrt_matmul_params *p = (const mrt_matmul_params *)node->params;
-  const float *a = (const float *)node->inputs[0]->data;
-  const float *b = (const float *)node->inputs[1]->data;
-  float *y = (float *)node->outputs[0]->data;
-  const mrt_sgemm_epilogue ep = {NULL, bias, p->lo, p->hi};
-  for (size_t t = 0; t < p->batch; ++t) {
-    mrt_sgemm_src sa = {0}, sb = {0};
-    sa.data = a + p->a_off[t];
-    sa.rs = p->k;
-    sa.cs = 1;
-    sa.scale = 1.0f;
-    if (p->packed_b) {
-      sb.packed = p->packed_b + p->b_idx[t] * p->packed_b_stride;
-    } else {
-      sb.data = b + p->b_idx[t] * p->k * p->n;
-      sb.rs = p->n;
-      sb.cs = 1;
-      sb.scale = 1.0f;
-    }
-    mrt_sgemm_mt(node->pool, p->kern, p->m, p->n, p->k, &sa, &sb, 0, &ep, y + t * p->m * p->n, p->n, scratch);
+  mrt_matmul_job job = {p, (const float *)node->inputs[0]->data, (const float *)node->inputs[1]->data, bias,
+                        (float *)node->outputs[0]->data, (char *)scratch, 0, NULL};
+  /* Batches of small products (attention's heads: 128 x 64 x 128 each) on
+   * threads: a task a GEMM, when the batch splits evenly enough, instead of
+   * a parallel loop (and a join) inside each GEMM, whose few tiles split
+   * badly. */
+  const size_t threads = mrt_pool_threads(node->pool);
+  if (threads > 1 && (p->batch % threads == 0 || p->batch >= 4 * threads) &&
+      mrt_pool_tasks(node->pool, p->batch * p->m * p->n * p->k, (size_t)1 << 17) > 1) {
+    job.stride = (mrt_sgemm_scratch_size(p->kern, p->m, p->n, p->k, 0, p->packed_b != NULL) + 63) / 64 * 64;
+    mrt_parallel_for(node->pool, p->batch, mrt_matmul_one, &job);
+    return;
   }
+  job.pool = node->pool;
+  for (size_t t = 0; t < p->batch; ++t) mrt_matmul_one(&job, t, 0);
 }
 #endif
 
