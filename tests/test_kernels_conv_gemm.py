@@ -307,3 +307,46 @@ def test_large_planes_cut_in_b_blocks(isa, shape, residual):
     else:
         nodes.append(helper.make_node("Relu", ["c"], ["y"]))
     check(model_of(nodes, feeds, consts), feeds)
+
+
+# --- few rows of C: B read in place by the tiles -------------------------------------
+# Products of at most 64 rows (a multiple of the tile's 8) with rows of tiles read
+# whole B panels from the source, rows a plane apart, and pack only the ragged
+# last panel: ResNet-50's 1x1 256 -> 64, FusedConv's residual on narrow layers, a
+# MatMul of two activations with 64 rows. Every ISA cap, against onnxruntime.
+
+FEW_ROWS = [
+    # (c_in, c_out, h, w, residual): N = 667 = 13 * 48 + 43, two k blocks
+    (300, 64, 23, 29, False),
+    # N = 400 = 8 * 48 + 16, one k block of 256
+    (256, 64, 20, 20, True),
+    # 16 rows of C, rows of tiles for the residual; N = 49 = 48 + 1
+    (40, 16, 7, 7, True),
+    # 56 rows without a residual: columns of tiles, B packed as before
+    (24, 56, 8, 12, False),
+]
+
+
+@pytest.mark.parametrize("isa", [None, "avx2", "sse"] if toolchain.host_abi() == "x86_64" else [None],
+                         indirect=True)
+@pytest.mark.parametrize("shape", FEW_ROWS, ids=lambda s: "{}-{}-{}x{}-{}".format(*s))
+def test_few_rows_b_in_place(isa, shape):
+    c_in, c_out, h, w, residual = shape
+    feeds = {"x": randn(1, c_in, h, w)}
+    consts = {"w": (randn(c_out, c_in, 1, 1) * c_in ** -0.5).astype(np.float32), "b": randn(c_out)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"])]
+    if residual:
+        feeds["r"] = randn(1, c_out, h, w)
+        nodes.append(helper.make_node("Add", ["c", "r"], ["s"]))
+        nodes.append(helper.make_node("Relu", ["s"], ["y"]))
+    else:
+        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
+    check(model_of(nodes, feeds, consts), feeds)
+
+
+@pytest.mark.parametrize("isa", [None, "avx2", "sse"] if toolchain.host_abi() == "x86_64" else [None],
+                         indirect=True)
+@pytest.mark.parametrize("m,k,n", [(64, 300, 100), (8, 64, 48), (32, 520, 7)])
+def test_few_rows_matmul_b_in_place(isa, m, k, n):
+    feeds = {"a": randn(m, k), "b": randn(k, n)}
+    check(model_of([helper.make_node("MatMul", ["a", "b"], ["y"])], feeds, {}), feeds)

@@ -141,6 +141,9 @@ MRT_SGEMM_TILE(mrt_sgemm_kernel_6x4__avx2, __attribute__((target("avx2,fma"))), 
     __builtin_prefetch((a) + 24 * (AS), 0, 3);                                                  \
   } while (0)
 MRT_SGEMM_TILE(mrt_sgemm_kernel_8x48__avx512, MRT_AVX512, mrt_v16f, 16, 8, 3, 8, 48)
+/* The same reading B in place, rows args->ldb floats apart (mrt_sgemm_range:
+ * products of few rows of C, whose B panels would be packed for few tiles). */
+MRT_SGEMM_TILE(mrt_sgemm_kernel_8x48b__avx512, MRT_AVX512, mrt_v16f, 16, 8, 3, 8, args->ldb)
 #undef MRT_SGEMM_PF
 #define MRT_SGEMM_PF(a, b, AS, BS)
 MRT_SGEMM_TILE(mrt_sgemm_kernel_1x48__avx512, MRT_AVX512, mrt_v16f, 16, 1, 3, 8, 48)
@@ -276,6 +279,9 @@ const mrt_sgemm_kernel *mrt_sgemm_kernel_select(void) {
 #endif
 }
 
+#ifndef MRT_SGEMM_DIRECT_B_ROWS
+#define MRT_SGEMM_DIRECT_B_ROWS 64
+#endif
 static size_t mrt_round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 static size_t mrt_min(size_t a, size_t b) { return a < b ? a : b; }
 
@@ -511,8 +517,16 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
   /* (never past kern->nc: the scratch holds a B block of that width) */
   const size_t nc = !rows_first ? kern->nc
                     : mrt_min(kern->nc, mrt_round_up((j_hi - j_lo + nblocks - 1) / nblocks, nr));
+  /* B read in place by the 8 x 48 tile when C has few rows (ResNet-50's 1x1
+   * 256 -> 64 on 56 x 56: 8 tile rows): packing a panel cost as much as its
+   * few tiles' reading it from the source, rows a plane apart, with the
+   * tile's prefetch 8 rows ahead. Rows of C whole panels only (no edge rows). */
+  const int direct_b = rows_first && kern == &mrt_sgemm_avx512 && !b->packed && !b->pack && b->cs == 1 &&
+                       b->scale == 1.0f && m % mr == 0 && m <= MRT_SGEMM_DIRECT_B_ROWS;
+  size_t bskip = 0;
 #else
   const size_t nc = kern->nc;
+  const size_t bskip = 0;
 #endif
   const size_t mpad = mrt_round_up(m, mr), npad = mrt_round_up(n, nr);
   float *bbuf = (float *)scratch;
@@ -521,6 +535,9 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
   mrt_sgemm_tile_args args = {0};
   args.lo = ep ? ep->lo : -inf;
   args.hi = ep ? ep->hi : inf;
+#if MRT_SGEMM_AVX512
+  args.ldb = b->rs;
+#endif
   float tmp_c[384], tmp_row[32], tmp_col[64];
   MRT_ASSERT(mr * nr <= 384 && mr <= 32 && nr <= 64);
 #if MRT_SGEMM_TILE_RES
@@ -548,7 +565,13 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
       if (b->packed) {
         bp = b->packed + k0 * npad + j0 * kcur;
       } else {
+#if MRT_SGEMM_AVX512
+        /* In place: whole panels; the ragged last one is packed. */
+        bskip = direct_b ? ncur / nr * nr : 0;
+        if (bskip < ncur) mrt_sgemm_pack_b_block(kern, nr, b, k0, kcur, j0 + bskip, ncur - bskip, bbuf);
+#else
         mrt_sgemm_pack_b_block(kern, nr, b, k0, kcur, j0, ncur, bbuf);
+#endif
         bp = bbuf;
       }
       args.accumulate = accumulate || k0 > 0;
@@ -589,8 +612,15 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
             const float *rp = res ? res + i * ldc + j : NULL;
             args.res = args.last ? rp : NULL;
 #endif
+#if MRT_SGEMM_AVX512
+            if (jr < bskip) {
+              mrt_sgemm_kernel_8x48b__avx512(kcur, ap + ir * kcur, b->data + k0 * b->rs + j, cp, ldc, &args);
+              continue;
+            }
+#endif
+            const float *bt = bp + (jr - bskip) * kcur;
             if (mm == mr && nn == nr) {
-              kern->tile(kcur, ap + ir * kcur, bp + jr * kcur, cp, ldc, &args);
+              kern->tile(kcur, ap + ir * kcur, bt, cp, ldc, &args);
               continue;
             }
             /* Edge tile. A partial column range goes through a local copy so
@@ -624,7 +654,7 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
                 args.res = tmp_res;
               }
 #endif
-              tile(kcur, ap + ir * kcur, bp + jr * kcur, tmp_c, nr, &args);
+              tile(kcur, ap + ir * kcur, bt, tmp_c, nr, &args);
               for (size_t r = 0; r < mm; ++r) memcpy(cp + r * ldc, tmp_c + r * nr, nn * sizeof(float));
               continue;
             }
@@ -642,7 +672,7 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
                 }
               }
 #endif
-              kern->row(kcur, ap + ir * kcur + r, bp + jr * kcur, dst, nr, &args);
+              kern->row(kcur, ap + ir * kcur + r, bt, dst, nr, &args);
               if (nn < nr) memcpy(cp + r * ldc, tmp_c, nn * sizeof(float));
             }
           }

@@ -64,6 +64,9 @@ typedef struct mrt_sgemm_tile_args {
   const float *res;      /* residual tile, C's row stride (the tile's ldc), or NULL */
   float post_lo, post_hi; /* clamp after the residual */
 #endif
+#if MRT_SGEMM_AVX512
+  size_t ldb;            /* B's row stride for the tile that reads B in place (gemm.c) */
+#endif
 } mrt_sgemm_tile_args;
 
 /* A full mr x nr tile: C = (acc ? C : 0) + Apanel * Bpanel (+ epilogue). */
