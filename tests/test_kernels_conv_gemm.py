@@ -309,6 +309,89 @@ def test_large_planes_cut_in_b_blocks(isa, shape, residual):
     check(model_of(nodes, feeds, consts), feeds)
 
 
+# --- Convolutions with few input channels (stems) --------------------------------------
+# The direct path for C_in <= 4 (AVX-512 and AVX2 kernels; the SSE cap and other
+# targets run im2col): output channels in groups of 8 / 4 (17, 40: a ragged last
+# group), output rows in strips of 8 (13 rows: 8 + 5), a row in 48 / 24-float
+# blocks with the last outputs by 1, 2 or 3 vectors (OW 112 = 48 + 48 + 16, 45,
+# 20, 5), batch 2, stride 1 and 2, dilation, pads up to the kernel's extent and
+# past it (im2col keeps those), each with every fused activation and a
+# residual, on 1 and 2 threads.
+
+STEMS = [
+    # (n, c_in, c_out, h, w, kernel, stride, pad, dilation)
+    (1, 3, 32, 29, 223, 3, 2, 1, 1),   # MobileNetV2 / EfficientNet-B0's stem, OW 112
+    (1, 3, 64, 25, 37, 7, 2, 3, 1),    # ResNet's stem, OW 19
+    (2, 1, 17, 13, 45, 3, 1, 1, 1),    # OW 45
+    (1, 2, 40, 11, 20, 5, 1, 2, 1),    # OW 20
+    (1, 4, 8, 9, 11, 3, 2, 0, 1),      # OW 5, no pad
+    (1, 3, 16, 16, 17, 3, 1, 2, 2),    # dilation 2
+    (1, 3, 12, 10, 12, 3, 2, 4, 1),    # pads past the kernel's extent
+]
+STEM_PATTERNS = [None, "Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSwish", "SiLU", "Add", "Add_Relu",
+                 "Add_Clip"]
+
+
+def stem_case(n, c_in, c_out, h, w, k, s, pad, dil, pattern, seed):
+    rng = np.random.default_rng(seed)
+    feeds = {"x": rng.standard_normal((n, c_in, h, w)).astype(np.float32)}
+    consts = {"w": (rng.standard_normal((c_out, c_in, k, k)) * (c_in * k * k) ** -0.5).astype(np.float32),
+              "b": rng.standard_normal(c_out).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[pad] * 4, strides=[s, s],
+                              dilations=[dil, dil])]
+    ext = (k - 1) * dil + 1
+    shape = (n, c_out, (h + 2 * pad - ext) // s + 1, (w + 2 * pad - ext) // s + 1)
+    src = "c"
+    if pattern and pattern.startswith("Add"):
+        feeds["r"] = rng.standard_normal(shape).astype(np.float32)
+        nodes.append(helper.make_node("Add", ["c", "r"], ["a"]))
+        src, pattern = "a", pattern[4:] or None
+    if pattern is None:
+        nodes.append(helper.make_node("Identity", [src], ["y"]))
+    elif pattern == "Clip":
+        consts.update(lo=np.float32(0), hi=np.float32(6))
+        nodes.append(helper.make_node("Clip", [src, "lo", "hi"], ["y"]))
+    elif pattern == "LeakyRelu":
+        nodes.append(helper.make_node("LeakyRelu", [src], ["y"], alpha=0.2))
+    elif pattern == "SiLU":
+        nodes += [helper.make_node("Sigmoid", [src], ["g"]), helper.make_node("Mul", [src, "g"], ["y"])]
+    else:
+        nodes.append(helper.make_node(pattern, [src], ["y"]))
+    return model_of(nodes, feeds, consts), feeds
+
+
+def run_minirt_threads(model, feeds, threads):
+    import importlib
+    import sys
+    from minibuild import registry as registry_mod
+    data, runtime_inputs = testing.convert_model(model, feeds)
+    testing.run_with_minirt(model, feeds)  # builds (once) and loads the library
+    pkg = str(registry_mod.resources.path("packaging", "python"))
+    if pkg not in sys.path:
+        sys.path.insert(0, pkg)
+    minirt = importlib.import_module("minirt")
+    so = minirt.SessionOptions()
+    so.intra_op_num_threads = threads
+    sess = minirt.InferenceSession(data, so)
+    try:
+        return sess.run(None, {k: feeds[k] for k in runtime_inputs})
+    finally:
+        sess.close()
+
+
+@pytest.mark.parametrize("isa", [None, "avx2", "sse"] if toolchain.host_abi() == "x86_64" else [None],
+                         indirect=True)
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("stem", STEMS, ids=lambda s: "n{}-{}to{}-{}x{}-k{}s{}p{}d{}".format(*s))
+@pytest.mark.parametrize("pattern", STEM_PATTERNS, ids=str)
+def test_few_input_channel_convs(isa, threads, stem, pattern):
+    model, feeds = stem_case(*stem, pattern, seed=STEMS.index(stem))
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = run_minirt_threads(model, feeds, threads)[0]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
 # --- few rows of C: B read in place by the tiles -------------------------------------
 # Products of at most 64 rows (a multiple of the tile's 8) with rows of tiles read
 # whole B panels from the source, rows a plane apart, and pack only the ragged

@@ -48,6 +48,12 @@ typedef struct mrt_conv_params {
    * then biases [block][VL]. */
   size_t dwb_vl, dwb_sr, dwb_th, dwb_iw, dwb_oc;
   float *dwb_w;
+  /* Direct path for C_in <= 4 (conv_direct.h; stem_w NULL: im2col): weights
+   * [group][tap][G], each tap's offset in a strip's buffer, its row width,
+   * output rows a strip. */
+  float *stem_w;
+  int32_t *stem_taps;
+  size_t stem_rw, stem_sr;
 } mrt_conv_params;
 
 /* The channel-blocked depthwise path is speed code: `--tune size` keeps the
@@ -58,6 +64,14 @@ typedef struct mrt_conv_params {
 #define MRT_CONV_DWB 1
 #else
 #define MRT_CONV_DWB 0
+#endif
+
+/* The direct path for convolutions with very few input channels (stems) is
+ * speed code too, built with the AVX-512 GEMM (desktop x86_64). */
+#if MRT_SGEMM_AVX512
+#define MRT_CONV_STEM 1
+#else
+#define MRT_CONV_STEM 0
 #endif
 
 typedef struct mrt_im2col_ctx {
@@ -394,6 +408,9 @@ static void mrt_conv_post(const mrt_sgemm_epilogue *ep, size_t i, size_t j, size
 #if MRT_CONV_DWB
 #include "conv_dw.h"
 #endif
+#if MRT_CONV_STEM
+#include "conv_direct.h"
+#endif
 
 MRT_PREPARE_CODE
 static int mrt_conv_int_attr_list(mrt_ctx *ctx, const mrt_node *node, const char *name,
@@ -623,6 +640,10 @@ mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, const mrt_con
         for (size_t ky = 0; ky < p->k[1]; ++ky)
           for (size_t kx = 0; kx < p->k[2]; ++kx, ++r)
             p->kofs[r] = c * plane + ((kz * p->d[0]) * p->xp[1] + ky * p->d[1]) * p->xp[2] + kx * p->d[2];
+#if MRT_CONV_STEM
+    if ((st = mrt_conv_stem_prepare(ctx, p, w)) != MRT_STATUS_OK) return st;
+    if (p->stem_w) return node->params = p, MRT_STATUS_OK;
+#endif
   }
 
   /* Weights are constant in practice: pack each group's M x K block once. */
@@ -755,6 +776,12 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
     return;
   }
 
+#if MRT_CONV_STEM
+  if (p->stem_w) {
+    mrt_conv_stem_run(node->pool, p, x, bias, res, y, scratch);
+    return;
+  }
+#endif
   const size_t cg = p->c_in / p->group;
   mrt_sgemm_epilogue ep = p->post;
   ep.lo = p->lo;
