@@ -393,7 +393,7 @@ def test_few_input_channel_convs(isa, threads, stem, pattern):
 
 
 # --- few rows of C: B read in place by the tiles -------------------------------------
-# Products of at most 64 rows (a multiple of the tile's 8) with rows of tiles read
+# Products of at most 128 rows (a multiple of the tile's 8) with rows of tiles read
 # whole B panels from the source, rows a plane apart, and pack only the ragged
 # last panel: ResNet-50's 1x1 256 -> 64, FusedConv's residual on narrow layers, a
 # MatMul of two activations with 64 rows. Every ISA cap, against onnxruntime.
@@ -407,6 +407,11 @@ FEW_ROWS = [
     (40, 16, 7, 7, True),
     # 56 rows without a residual: columns of tiles, B packed as before
     (24, 56, 8, 12, False),
+    # 128 rows, N = 99 = 2 * 48 + 3; 96 rows with a residual
+    (200, 128, 9, 11, False),
+    (72, 96, 5, 13, True),
+    # 136 rows: past the limit, B packed
+    (64, 136, 6, 10, False),
 ]
 
 

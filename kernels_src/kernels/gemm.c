@@ -280,7 +280,7 @@ const mrt_sgemm_kernel *mrt_sgemm_kernel_select(void) {
 }
 
 #ifndef MRT_SGEMM_DIRECT_B_ROWS
-#define MRT_SGEMM_DIRECT_B_ROWS 64
+#define MRT_SGEMM_DIRECT_B_ROWS 128
 #endif
 static size_t mrt_round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 static size_t mrt_min(size_t a, size_t b) { return a < b ? a : b; }
@@ -520,7 +520,9 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
   /* B read in place by the 8 x 48 tile when C has few rows (ResNet-50's 1x1
    * 256 -> 64 on 56 x 56: 8 tile rows): packing a panel cost as much as its
    * few tiles' reading it from the source, rows a plane apart, with the
-   * tile's prefetch 8 rows ahead. Rows of C whole panels only (no edge rows). */
+   * tile's prefetch 8 rows ahead. Rows of C whole panels only (no edge rows).
+   * Up to 128 rows (1x1 512 -> 128 on 28 x 28: 589-637 -> 541-559 us); 256
+   * lost (1024 -> 256 on 14 x 14: 585-588 -> 620-623). */
   const int direct_b = rows_first && kern == &mrt_sgemm_avx512 && !b->packed && !b->pack && b->cs == 1 &&
                        b->scale == 1.0f && m % mr == 0 && m <= MRT_SGEMM_DIRECT_B_ROWS;
   size_t bskip = 0;
