@@ -142,9 +142,15 @@ MRT_AVX512F static inline void mrt_store16(float *d, mrt_v16f v, size_t n) {
   __builtin_ia32_storeups512_mask(d, v, (unsigned short)(n >= 16 ? 0xffffu : (1u << n) - 1u));
 }
 
-/* The same packer with AVX-512F, for the 48-wide panels of that GEMM kernel:
- * a run is copied 16 floats at a time, its ragged end by one masked load and
- * store; stride 2 takes the even floats of 32 with one permute. */
+static inline unsigned short mrt_mask16(size_t n) { return (unsigned short)(n >= 16 ? 0xffffu : (1u << n) - 1u); }
+
+/* The same packer with AVX-512F, for the 48-wide panels of that GEMM kernel.
+ * A panel's runs are first turned into a list of vector moves (destination
+ * column, source offset, load and store masks: a run 16 floats at a time, its
+ * ragged end masked; the panel's columns past the last output loaded with an
+ * empty mask, i.e. zeros), so that each of the kc rows is the same few masked
+ * moves with nothing left to compute; stride 2 takes the even floats of 32
+ * with one permute. */
 MRT_AVX512F static void mrt_conv_im2col_pack__avx512(const void *vctx, size_t k0, size_t kc, size_t j0,
                                                     size_t nc, size_t nr, float *MRT_RESTRICT dst) {
   const mrt_im2col_ctx *ic = (const mrt_im2col_ctx *)vctx;
@@ -155,30 +161,51 @@ MRT_AVX512F static void mrt_conv_im2col_pack__avx512(const void *vctx, size_t k0
     return;
   }
   size_t run_col[64], run_len[64], run_base[64];
+  /* At most one move a run (runs of 16 or fewer) or len / 16 + 1, plus the tail:
+   * 64 + 4 + 4. */
+  uint32_t o_dst[72], o_src[72];
+  unsigned short o_ld0[72], o_ld1[72], o_st[72];
+  const size_t *kofs = p->kofs + k0;
   for (size_t pc = 0; pc < nc; pc += nr, dst += nr * kc) {
     const size_t pw = mrt_min(nr, nc - pc);
     const size_t nruns = mrt_im2col_runs(p, j0 + pc, pw, run_col, run_len, run_base);
-    for (size_t q = 0; q < kc; ++q) {
-      const float *src = ic->x + p->kofs[k0 + q];
-      float *d = dst + q * nr;
-      for (size_t r = 0; r < nruns; ++r) {
-        float *dr = d + run_col[r];
-        const float *sr = src + run_base[r];
-        const size_t len = run_len[r];
-        if (sx == 1) {
-          for (size_t t = 0; t < len; t += 16) mrt_store16(dr + t, mrt_load16(sr + t, len - t), len - t);
-        } else {
-          /* Inputs 2t .. 2t + 2 (len - t) - 2 are read: the last one at 2 (len - 1). */
-          for (size_t t = 0; t < len; t += 16) {
-            const size_t n = 2 * (len - t) - 1;
-            const mrt_v16f u = mrt_load16(sr + 2 * t, n), w = mrt_load16(sr + 2 * t + 16, n > 16 ? n - 16 : 0);
-            const mrt_v16f ev =
-                __builtin_shufflevector(u, w, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-            mrt_store16(dr + t, ev, len - t);
-          }
+    size_t nops = 0;
+    for (size_t r = 0; r < nruns; ++r)
+      for (size_t t = 0; t < run_len[r]; t += 16, ++nops) {
+        const size_t rem = run_len[r] - t;
+        o_dst[nops] = (uint32_t)(run_col[r] + t);
+        o_src[nops] = (uint32_t)(run_base[r] + t * sx);
+        o_st[nops] = mrt_mask16(rem);
+        /* Stride 2 reads inputs 2t .. 2t + 2 (rem - 1) of the run. */
+        const size_t n = sx == 2 ? 2 * rem - 1 : rem;
+        o_ld0[nops] = mrt_mask16(n);
+        o_ld1[nops] = mrt_mask16(n > 16 ? n - 16 : 0);
+      }
+    for (size_t t = pw; t < nr; t += 16, ++nops) {
+      o_dst[nops] = (uint32_t)t;
+      o_src[nops] = 0;
+      o_st[nops] = mrt_mask16(nr - t);
+      o_ld0[nops] = o_ld1[nops] = 0;
+    }
+    float *d = dst;
+    if (sx == 1) {
+      for (size_t q = 0; q < kc; ++q, d += nr) {
+        const float *src = ic->x + kofs[q];
+        for (size_t e = 0; e < nops; ++e)
+          __builtin_ia32_storeups512_mask(
+              d + o_dst[e], __builtin_ia32_loadups512_mask(src + o_src[e], (mrt_v16f){0}, o_ld0[e]), o_st[e]);
+      }
+    } else {
+      for (size_t q = 0; q < kc; ++q, d += nr) {
+        const float *src = ic->x + kofs[q];
+        for (size_t e = 0; e < nops; ++e) {
+          const mrt_v16f u = __builtin_ia32_loadups512_mask(src + o_src[e], (mrt_v16f){0}, o_ld0[e]);
+          const mrt_v16f w = __builtin_ia32_loadups512_mask(src + o_src[e] + 16, (mrt_v16f){0}, o_ld1[e]);
+          const mrt_v16f ev =
+              __builtin_shufflevector(u, w, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+          __builtin_ia32_storeups512_mask(d + o_dst[e], ev, o_st[e]);
         }
       }
-      for (size_t t = pw; t < nr; ++t) d[t] = 0.0f;
     }
   }
 }
