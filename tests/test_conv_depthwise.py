@@ -187,3 +187,28 @@ def test_depthwise_threads(isa, case):
     one = check(model, feeds, fused, threads=1)
     two = check(model, feeds, fused, threads=2)
     assert np.array_equal(one, two)
+
+
+# The blocked path gathers its tile a chunk of output rows at a time, right
+# before the chunk's taps, on wide planes: stride 2 from 14 outputs wide (one
+# row a chunk from 56), stride 1 from 56 to 111 wide; edges, halos and the
+# strips of 2 threads then fall inside and between chunk gathers.
+INTERLEAVED = {
+    "3x3_s2_ow58": ((113, 115), 3, {"pads": [1, 1, 1, 1], "strides": [2, 2]}, "relu6"),
+    "5x5_s2_ow16": ((30, 31), 5, {"pads": [2, 2, 2, 2], "strides": [2, 2]}, "silu"),
+    "3x3_s2_asym": ((33, 40), 3, {"pads": [0, 1, 2, 0], "strides": [2, 2]}, "add_relu6"),
+    "3x3_s1_ow60": ((9, 60), 3, {"pads": [1, 1, 1, 1]}, "relu6"),
+    "5x5_s1_ow64": ((11, 64), 5, {"pads": [2, 2, 2, 2]}, "add"),
+    "3x3_s1_dil2_ow70": ((8, 70), 3, {"pads": [2, 2, 2, 2], "dilations": [2, 2]}, "hardswish"),
+}
+
+
+@pytest.mark.parametrize("isa", ISAS, indirect=True)
+@pytest.mark.parametrize("shape", sorted(INTERLEAVED))
+@pytest.mark.parametrize("c", [7, 19])
+def test_depthwise_interleaved_gather(isa, shape, c):
+    hw, k, attrs, tail = INTERLEAVED[shape]
+    model, feeds, fused = dw_model((1, c, *hw), k, attrs, tail, seed=c)
+    one = check(model, feeds, fused, threads=1)
+    two = check(model, feeds, fused, threads=2)
+    assert np.array_equal(one, two)

@@ -70,6 +70,31 @@ typedef struct mrt_dwb_job {
 } mrt_dwb_job;
 
 /*
+ * Rows of output a chunk computes when the gather interleaves with the taps
+ * (0: the strip is gathered at once, then chunks of dwb_oc rows). The gather
+ * streams its rows from L2 / L3 and measured as long as the taps and the
+ * stores together (96 x 112 x 112, stride 2: 190 of 300 us; as long with no
+ * transposes: the loads); gathering the few rows each chunk needs right
+ * before its taps keeps the hardware prefetcher's streams running while the
+ * taps compute (software prefetch measured slower). Chunks of a row or two
+ * on the planes where that measured faster (MobileNetV2, one thread,
+ * profile_nodes): stride 2 from 28 inputs wide, stride 1 56 to 111 wide; the
+ * chunks' gathers there are whole vectors of pixels (no ragged ends). Smaller
+ * planes, whose chunk gathers end ragged, lost 20 - 40 %.
+ */
+static inline size_t mrt_dwb_interleave(const mrt_conv_params *p) {
+#if !defined(__x86_64__)
+  (void)p;
+  return 0; /* (measured on x86 only: ARM keeps the bytes) */
+#else
+  const size_t OW = p->out[2];
+  if (p->s[1] == 2 && p->s[2] == 2 && OW >= 14) return OW >= 56 ? 1 : 2;
+  if (p->s[1] == 1 && p->s[2] == 1 && OW >= 56 && OW < 112) return 2;
+  return 0;
+#endif
+}
+
+/*
  * mrt_dwb_task##SUF for one vector type of VL floats; NX outputs of a row are
  * computed together (enough accumulators to cover the FMA latency), EXTRA as
  * above. The transpose is log2(VL) rounds of interleaving vector i with vector
@@ -203,16 +228,25 @@ typedef struct mrt_dwb_job {
     float *tile = (float *)(j->scratch + thread * j->stride);                                           \
     float *out = tile + mrt_dwb_tile_in(p), *stage = out + mrt_dwb_tile_out(p);                         \
     const float *x = j->x + (nb * p->c_in + c0) * p->in_pix;                                            \
-    mrt_dwb_gather##SUF(p, x, nch, oy0 * p->s[1], th, tile, stage);                                     \
     const float *w = p->dwb_w + blk * p->kvol * (VL), *bias = p->dwb_w + (j->nblk * p->kvol + blk) * (VL); \
     /* The kernels of MobileNet / EfficientNet layers with constant taps. */                           \
     const size_t kk = p->d[2] == 1 && p->s[2] <= 2 && p->k[1] == p->k[2] ? p->k[1] : 0;                  \
     const size_t ypix = p->out_pix, rs = p->s[1] * p->dwb_iw * (VL);                                    \
     /* Chunks of dwb_oc output rows: their tile stays in L1 from the taps to the                        \
      * activation and the transpose. */                                                                 \
-    for (size_t r0 = 0; r0 < rows; r0 += p->dwb_oc) {                                                   \
-      const size_t rc = mrt_min(p->dwb_oc, rows - r0), n = rc * OW, pix0 = (oy0 + r0) * OW;             \
+    const size_t ilr = mrt_dwb_interleave(p), oc = ilr ? mrt_min(ilr, p->dwb_oc) : p->dwb_oc;            \
+    if (!ilr) mrt_dwb_gather##SUF(p, x, nch, oy0 * p->s[1], th, tile, stage);                           \
+    size_t have = 0; /* tile rows gathered */                                                           \
+    for (size_t r0 = 0; r0 < rows; r0 += oc) {                                                          \
+      const size_t rc = mrt_min(oc, rows - r0), n = rc * OW, pix0 = (oy0 + r0) * OW;                    \
       const float *tl = tile + r0 * rs;                                                                 \
+      if (ilr) {                                                                                        \
+        const size_t need = mrt_min(th, (r0 + rc - 1) * p->s[1] + (p->k[1] - 1) * p->d[1] + 1);            \
+        if (need > have)                                                                                \
+          mrt_dwb_gather##SUF(p, x, nch, oy0 * p->s[1] + have, need - have, tile + have * p->dwb_iw * (VL), \
+                              stage);                                                                   \
+        have = need;                                                                                    \
+      }                                                                                                 \
       if (kk == 3 && p->s[2] == 1)                                                                      \
         mrt_dwb_taps##SUF(p, tl, w, bias, rc, out, 3, 3, 1);                                            \
       else if (kk == 3)                                                                                 \
