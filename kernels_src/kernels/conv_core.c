@@ -170,7 +170,9 @@ MRT_AVX512F static void mrt_conv_im2col_pack__avx512(const void *vctx, size_t k0
     const size_t pw = mrt_min(nr, nc - pc);
     const size_t nruns = mrt_im2col_runs(p, j0 + pc, pw, run_col, run_len, run_base);
     size_t nops = 0;
+#pragma clang loop unroll(disable) vectorize(disable)
     for (size_t r = 0; r < nruns; ++r)
+#pragma clang loop unroll(disable) vectorize(disable)
       for (size_t t = 0; t < run_len[r]; t += 16, ++nops) {
         const size_t rem = run_len[r] - t;
         o_dst[nops] = (uint32_t)(run_col[r] + t);
@@ -181,6 +183,7 @@ MRT_AVX512F static void mrt_conv_im2col_pack__avx512(const void *vctx, size_t k0
         o_ld0[nops] = mrt_mask16(n);
         o_ld1[nops] = mrt_mask16(n > 16 ? n - 16 : 0);
       }
+#pragma clang loop unroll(disable) vectorize(disable)
     for (size_t t = pw; t < nr; t += 16, ++nops) {
       o_dst[nops] = (uint32_t)t;
       o_src[nops] = 0;

@@ -35,9 +35,8 @@ static size_t mrt_stem_buf_floats(const mrt_conv_params *p) {
 
 /* The buffer for the strip whose first output row is oy0: every slot written
  * once (zeros where a tap falls outside the input), so no clearing pass. */
-static inline __attribute__((always_inline)) void mrt_stem_fill(const mrt_conv_params *p,
-                                                                const float *MRT_RESTRICT x, size_t oy0,
-                                                                float *MRT_RESTRICT buf) {
+static void mrt_stem_fill(const mrt_conv_params *p, const float *MRT_RESTRICT x, size_t oy0,
+                          float *MRT_RESTRICT buf) {
   const size_t hb = mrt_stem_buf_rows(p), rw = p->stem_rw, sx = p->s[2];
   const ptrdiff_t H = (ptrdiff_t)p->in[1], W = (ptrdiff_t)p->in[2], px = p->pb[2];
   const ptrdiff_t r0 = (ptrdiff_t)(oy0 * p->s[1]) - p->pb[1];
@@ -111,15 +110,23 @@ typedef void (*mrt_stem_rows_fn)(const mrt_stem_job *j, size_t item, float *buf)
       for (size_t g = 0; g < G; ++g)                                                           \
         for (size_t u = 0; u < nv; ++u) acc[g][u] += wt[g] * v[u];                             \
     }                                                                                          \
-    for (size_t g = 0; g < gn; ++g, d += p->out_pix)                                           \
+    /* G stores with constant indices, so acc stays in registers (a loop to a   \
+     * runtime gn went through the stack); a ragged group's extra channels go  \
+     * to a sink. */                                                              \
+    float sink[NV * VL];                                                                       \
+    for (size_t g = 0; g < G; ++g)                                                             \
       for (size_t u = 0; u < nv; ++u) {                                                        \
         const VT r = MRT_VMIN(MRT_VMAX(acc[g][u], vlo), vhi);                                  \
+        float *dg = g < gn ? d + g * p->out_pix : sink;                                        \
         if ((u + 1) * VL <= left) {                                                            \
-          __builtin_memcpy(d + u * VL, &r, sizeof(VT));                                        \
+          __builtin_memcpy(dg + u * VL, &r, sizeof(VT));                                        \
         } else {                                                                               \
           float tmp[VL];                                                                       \
           __builtin_memcpy(tmp, &r, sizeof(VT));                                               \
-          for (size_t i = u * VL; i < left; ++i) d[i] = tmp[i - u * VL];                       \
+          /* (No memcpy call: a call would spill every accumulator.) */            \
+          _Pragma("clang loop vectorize(disable) unroll(disable)")                             \
+          for (size_t i = u * VL; i < left; ++i) dg[i] = tmp[i - u * VL];                      \
+          break;                                                                               \
         }                                                                                      \
       }                                                                                        \
   }                                                                                            \
