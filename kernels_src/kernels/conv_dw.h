@@ -82,17 +82,20 @@ typedef struct mrt_dwb_job {
  * chunks' gathers there are whole vectors of pixels (no ragged ends). Smaller
  * planes, whose chunk gathers end ragged, lost 20 - 40 %.
  */
+#if defined(__x86_64__)
 static inline size_t mrt_dwb_interleave(const mrt_conv_params *p) {
-#if !defined(__x86_64__)
-  (void)p;
-  return 0; /* (measured on x86 only: ARM keeps the bytes) */
-#else
   const size_t OW = p->out[2];
   if (p->s[1] == 2 && p->s[2] == 2 && OW >= 14) return OW >= 56 ? 1 : 2;
   if (p->s[1] == 1 && p->s[2] == 1 && OW >= 56 && OW < 112) return 2;
   return 0;
-#endif
 }
+#define MRT_DWB_IL(p) mrt_dwb_interleave(p)
+#define MRT_DWB_CHUNK(p, ilr) ((ilr) ? mrt_min((ilr), (p)->dwb_oc) : (p)->dwb_oc)
+#else
+/* (Measured on x86 only: ARM keeps the one gather and its bytes.) */
+#define MRT_DWB_IL(p) ((void)(p), (size_t)0)
+#define MRT_DWB_CHUNK(p, ilr) ((void)(ilr), (p)->dwb_oc)
+#endif
 
 /*
  * mrt_dwb_task##SUF for one vector type of VL floats; NX outputs of a row are
@@ -228,17 +231,17 @@ static inline size_t mrt_dwb_interleave(const mrt_conv_params *p) {
     float *tile = (float *)(j->scratch + thread * j->stride);                                           \
     float *out = tile + mrt_dwb_tile_in(p), *stage = out + mrt_dwb_tile_out(p);                         \
     const float *x = j->x + (nb * p->c_in + c0) * p->in_pix;                                            \
+    const size_t ilr = MRT_DWB_IL(p);                                                                   \
+    if (!ilr) mrt_dwb_gather##SUF(p, x, nch, oy0 * p->s[1], th, tile, stage);                           \
     const float *w = p->dwb_w + blk * p->kvol * (VL), *bias = p->dwb_w + (j->nblk * p->kvol + blk) * (VL); \
     /* The kernels of MobileNet / EfficientNet layers with constant taps. */                           \
     const size_t kk = p->d[2] == 1 && p->s[2] <= 2 && p->k[1] == p->k[2] ? p->k[1] : 0;                  \
     const size_t ypix = p->out_pix, rs = p->s[1] * p->dwb_iw * (VL);                                    \
     /* Chunks of dwb_oc output rows: their tile stays in L1 from the taps to the                        \
      * activation and the transpose. */                                                                 \
-    const size_t ilr = mrt_dwb_interleave(p), oc = ilr ? mrt_min(ilr, p->dwb_oc) : p->dwb_oc;            \
-    if (!ilr) mrt_dwb_gather##SUF(p, x, nch, oy0 * p->s[1], th, tile, stage);                           \
     size_t have = 0; /* tile rows gathered */                                                           \
-    for (size_t r0 = 0; r0 < rows; r0 += oc) {                                                          \
-      const size_t rc = mrt_min(oc, rows - r0), n = rc * OW, pix0 = (oy0 + r0) * OW;                    \
+    for (size_t r0 = 0; r0 < rows; r0 += MRT_DWB_CHUNK(p, ilr)) {                                       \
+      const size_t rc = mrt_min(MRT_DWB_CHUNK(p, ilr), rows - r0), n = rc * OW, pix0 = (oy0 + r0) * OW; \
       const float *tl = tile + r0 * rs;                                                                 \
       if (ilr) {                                                                                        \
         const size_t need = mrt_min(th, (r0 + rc - 1) * p->s[1] + (p->k[1] - 1) * p->d[1] + 1);            \
