@@ -191,7 +191,7 @@ def test_depthwise_threads(isa, case):
 
 # The blocked path gathers its tile a chunk of output rows at a time, right
 # before the chunk's taps, on wide planes: stride 2 from 14 outputs wide (one
-# row a chunk from 56), stride 1 from 56 to 111 wide; edges, halos and the
+# row a chunk from 56), stride 1 from 28 to 111 wide; edges, halos and the
 # strips of 2 threads then fall inside and between chunk gathers.
 INTERLEAVED = {
     "3x3_s2_ow58": ((113, 115), 3, {"pads": [1, 1, 1, 1], "strides": [2, 2]}, "relu6"),
@@ -200,6 +200,8 @@ INTERLEAVED = {
     "3x3_s1_ow60": ((9, 60), 3, {"pads": [1, 1, 1, 1]}, "relu6"),
     "5x5_s1_ow64": ((11, 64), 5, {"pads": [2, 2, 2, 2]}, "add"),
     "3x3_s1_dil2_ow70": ((8, 70), 3, {"pads": [2, 2, 2, 2], "dilations": [2, 2]}, "hardswish"),
+    "3x3_s1_ow30": ((13, 30), 3, {"pads": [1, 1, 1, 1]}, "silu"),
+    "5x5_s1_ow28": ((10, 28), 5, {"pads": [2, 2, 2, 2]}, "add_relu6"),
 }
 
 
