@@ -1,8 +1,10 @@
 /*
  * Convolution core (support unit `conv`), shared by Conv and FusedConv; see
- * conv_core.h. Three paths, chosen at prepare:
+ * conv_core.h. Four paths, chosen at prepare:
  *   pointwise (1x1, stride 1, no pad): X of a group already is GEMM's B;
  *   depthwise 2-D / 1-D: direct, one padded channel plane at a time;
+ *   at most 4 input channels (stems; desktop x86_64 speed builds): direct,
+ *   conv_direct.h;
  *   anything else: im2col packed straight into GEMM's B panels.
  * The GEMM itself (packing, micro-kernels) is the `gemm` support unit.
  */
