@@ -371,7 +371,8 @@ def int8_dynamic():
 
 SEEDS = [
     Seed("transformer", {"MatMul", "Transpose", "Mul", "Softmax", "Add", "LayerNormalization", "Gelu", "Erf",
-                         "Pow", "ReduceMean", "ReduceSum", "ReduceMax", "Reshape"}, transformer),
+                         "Pow", "ReduceMean", "ReduceSum", "ReduceMax", "Reshape"}, transformer,
+         fused_ops={"ai.minibuild.FusedMatMul"}),  # the linear layers' MatMul + bias Add
     Seed("vision", {"Resize", "ConvTranspose", "PRelu", "Mish", "Sigmoid", "Mul"}, vision,
          fused_ops={"ai.minibuild.SiLU"}, fused_from={"Sigmoid", "Mul"}),
     Seed("typed", {"Gather", "Equal", "Unsqueeze", "Where", "Cast", "Expand"}, typed),
