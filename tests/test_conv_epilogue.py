@@ -16,6 +16,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from minibuild import optimize, registry as registry_mod, toolchain
+from models import graph_model
 
 ort = pytest.importorskip("onnxruntime")
 testing = pytest.importorskip("minibuild.testing")
@@ -28,16 +29,7 @@ def randn(*shape, scale=1.0, rng=None):
 
 
 def make_model(nodes, feeds, consts, outputs, opset=17):
-    inputs = [helper.make_tensor_value_info(k, TensorProto.FLOAT, v.shape) for k, v in feeds.items()]
-    inits = [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()]
-    probe = helper.make_model(helper.make_graph(nodes, "probe", inputs, [], inits),
-                              opset_imports=[helper.make_opsetid("", opset)])
-    probe.ir_version = 8
-    known = {vi.name: vi for vi in onnx.shape_inference.infer_shapes(probe, strict_mode=True).graph.value_info}
-    m = helper.make_model(helper.make_graph(nodes, "epilogue", inputs, [known[o] for o in outputs], inits),
-                          opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    return m
+    return graph_model(nodes, feeds, consts, outputs, opset, name="epilogue")
 
 
 def optimised(model, feeds):
