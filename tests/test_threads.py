@@ -1,7 +1,7 @@
 """The thread pool: outputs at 1, 2 and 4 threads are the same bytes and match
 onnxruntime (MobileNetV2, a GEMM model, a BERT-like encoder block, FusedConv
 residual / activation epilogues, int8 convolutions and a residual QLinearAdd, ResNet's
-56x56 pointwise layers); the option
+56x56 pointwise layers, MobileNetV2's 14x14 block); the option
 in Python (in-process, like onnxruntime's SessionOptions) and Java (host JVM
 through the JNI glue); a --no-threads build has no pthread symbol and still
 runs; and ThreadSanitizer (Debian's clang) finds no data race running the
@@ -234,6 +234,29 @@ def large_planes():
     return _model(nodes, inits, feeds, ["y", "y1"]), feeds
 
 
+def small_projections():
+    """MobileNetV2's 14 x 14 block (N = 196: five 48-column panels, few a thread,
+    so the pointwise GEMMs split along the output channels): 1x1 96 -> 576 +
+    Clip, depthwise 3x3, 1x1 576 -> 96 with a residual Add; a 1x1 576 -> 60 (rows
+    of C not whole tiles) and a 1x1 96 -> 64 on 7 x 7 planes (N = 49)."""
+    inits = [numpy_helper.from_array(randn(576, 96, 1, 1, scale=0.1), "we"), numpy_helper.from_array(randn(576), "be"),
+             numpy_helper.from_array(randn(576, 1, 3, 3, scale=0.3), "wd"), numpy_helper.from_array(randn(576), "bd"),
+             numpy_helper.from_array(randn(96, 576, 1, 1, scale=0.04), "wp"), numpy_helper.from_array(randn(96), "bp"),
+             numpy_helper.from_array(randn(60, 576, 1, 1, scale=0.04), "wr"),
+             numpy_helper.from_array(randn(64, 96, 1, 1, scale=0.1), "w7"),
+             numpy_helper.from_array(np.float32(0.0), "lo"), numpy_helper.from_array(np.float32(6.0), "hi")]
+    nodes = [helper.make_node("Conv", ["x", "we", "be"], ["e"]),
+             helper.make_node("Clip", ["e", "lo", "hi"], ["ea"]),
+             helper.make_node("Conv", ["ea", "wd", "bd"], ["d"], group=576, pads=[1, 1, 1, 1]),
+             helper.make_node("Clip", ["d", "lo", "hi"], ["da"]),
+             helper.make_node("Conv", ["da", "wp", "bp"], ["p"]),
+             helper.make_node("Add", ["p", "x"], ["y"]),
+             helper.make_node("Conv", ["da", "wr"], ["y60"]),
+             helper.make_node("Conv", ["x7", "w7"], ["y7"])]
+    feeds = {"x": randn(1, 96, 14, 14), "x7": randn(1, 96, 7, 7)}
+    return _model(nodes, inits, feeds, ["y", "y60", "y7"]), feeds
+
+
 def _feeds_for(model: onnx.ModelProto) -> dict:
     rng = np.random.default_rng(7)
     feeds = {}
@@ -254,6 +277,7 @@ def thread_models(tmp_path_factory):
     onnx.save(cnn_convs()[0], str(d / "cnn_convs.onnx"))
     onnx.save(int8_cnn()[0], str(d / "int8_cnn.onnx"))
     onnx.save(large_planes()[0], str(d / "large_planes.onnx"))
+    onnx.save(small_projections()[0], str(d / "small_projections.onnx"))
     return d
 
 
@@ -324,7 +348,7 @@ def _outputs(work: Path, name: str, threads: int) -> list[np.ndarray]:
 
 
 NAMES = ("mobilenet_v2", "gemm", "bert_like", "small_image_convs", "conv_epilogues", "cnn_convs", "int8_cnn",
-         "large_planes")
+         "large_planes", "small_projections")
 
 
 @pytest.fixture(scope="module")
