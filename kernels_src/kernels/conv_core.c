@@ -20,6 +20,23 @@ typedef float mrt_v16f __attribute__((vector_size(64)));
 static size_t mrt_round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 static size_t mrt_min(size_t a, size_t b) { return a < b ? a : b; }
 
+/* Cuts `items` (planes, channel blocks, row strips) into equal runs for the
+ * session's threads: as many as mrt_pool_tasks allows for `work`, rounded up
+ * to a whole number a thread (5 runs on 2 threads left one thread 3 of them).
+ * Returns the number of runs, *per_task items each (the last may hold fewer);
+ * 1 run of every item when the work is too small for threads. Shared by the
+ * depthwise plane and blocked paths and the stem path. */
+static size_t mrt_conv_runs(mrt_pool *pool, size_t items, size_t work, size_t min_work, size_t *per_task) {
+  size_t tasks = mrt_pool_tasks(pool, work, min_work);
+  if (tasks > 1) tasks = mrt_min(items, mrt_round_up(tasks, mrt_pool_threads(pool)));
+  if (tasks <= 1) {
+    *per_task = items;
+    return 1;
+  }
+  *per_task = (items + tasks - 1) / tasks;
+  return (items + *per_task - 1) / *per_task;
+}
+
 /*
  * Every convolution is handled as 3-D: 1-D and 2-D ones get leading spatial
  * dims of size 1 (kernel 1, stride 1, no pad), so one im2col serves all.
@@ -793,18 +810,16 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
     const mrt_dw_plane_fn plane = mrt_conv_dw_plane;
 #endif
     const size_t planes = p->batch * p->c_out;
-    size_t tasks = mrt_pool_tasks(node->pool, planes * p->out_pix * p->kvol, MRT_CONV_DW_TASK_MACS);
-    /* A whole number of tasks a thread (5 tasks on 2 threads left one thread
-     * 3 of them), and equal ones. */
-    if (tasks > 1) tasks = mrt_min(planes, mrt_round_up(tasks, mrt_pool_threads(node->pool)));
-    const size_t per_task = tasks > 1 ? (planes + tasks - 1) / tasks : planes;
+    size_t per_task;
+    const size_t runs = mrt_conv_runs(node->pool, planes, planes * p->out_pix * p->kvol, MRT_CONV_DW_TASK_MACS,
+                                      &per_task);
     mrt_dw_job job = {p, plane,
 #if MRT_SGEMM_AVX512
                       pad,
 #endif
                       x, w, bias, res, y, (char *)scratch,
                       mrt_round_up(p->s[2] * p->dw_rows * p->dw_rw * sizeof(float), 64), per_task};
-    mrt_parallel_for(node->pool, tasks > 1 ? (planes + per_task - 1) / per_task : 1, mrt_conv_dw_task, &job);
+    mrt_parallel_for(node->pool, runs, mrt_conv_dw_task, &job);
     return;
   }
 

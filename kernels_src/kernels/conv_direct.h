@@ -187,14 +187,13 @@ static void mrt_conv_stem_task(void *varg, size_t task, size_t thread) {
 static void mrt_conv_stem_run(mrt_pool *pool, const mrt_conv_params *p, const float *x, const float *bias,
                               const float *res, float *y, void *scratch) {
   const size_t strips = (p->out[1] + p->stem_sr - 1) / p->stem_sr, items = p->batch * strips;
-  size_t tasks = mrt_pool_tasks(pool, items * p->stem_sr * p->out[2] * p->c_out * p->c_in * p->kvol,
-                                MRT_CONV_STEM_TASK_MACS);
-  if (tasks > 1) tasks = mrt_min(items, mrt_round_up(tasks, mrt_pool_threads(pool)));
-  const size_t per_task = tasks > 1 ? (items + tasks - 1) / tasks : items;
+  size_t per_task;
+  const size_t runs = mrt_conv_runs(pool, items, items * p->stem_sr * p->out[2] * p->c_out * p->c_in * p->kvol,
+                                    MRT_CONV_STEM_TASK_MACS, &per_task);
   const mrt_stem_job job = {p, x, bias, res, y, (char *)scratch,
                             mrt_round_up(mrt_stem_buf_floats(p) * sizeof(float), 64), strips, per_task};
   const mrt_stem_task_arg a = {&job, p->kern == &mrt_sgemm_avx512 ? mrt_conv_stem__avx512 : mrt_conv_stem__avx2};
-  mrt_parallel_for(pool, (items + per_task - 1) / per_task, mrt_conv_stem_task, (void *)&a);
+  mrt_parallel_for(pool, runs, mrt_conv_stem_task, (void *)&a);
 }
 
 /* At prepare: take the direct path (p->stem_w set) when it serves this

@@ -335,11 +335,9 @@ static void mrt_conv_dwb_run(mrt_pool *pool, const mrt_conv_params *p, const flo
    * block (36 on 576 x 14 x 14) measured no faster at 2 threads than at 1,
    * where the plane path's 8 tasks went 63 -> 41 us, in the same runs. */
   if (job.items == 0) return;
-  size_t tasks = mrt_pool_tasks(pool, p->batch * p->c_out * p->out_pix * p->kvol, MRT_DWB_TASK_MACS);
-  if (tasks > 1) tasks = mrt_min(job.items, mrt_round_up(tasks, mrt_pool_threads(pool)));
-  job.per_task = (job.items + tasks - 1) / tasks;
-  tasks = (job.items + job.per_task - 1) / job.per_task;
-  mrt_parallel_for(pool, tasks, fn, &job);
+  const size_t runs =
+      mrt_conv_runs(pool, job.items, p->batch * p->c_out * p->out_pix * p->kvol, MRT_DWB_TASK_MACS, &job.per_task);
+  mrt_parallel_for(pool, runs, fn, &job);
 }
 
 /* The most bytes of input tile a strip holds. A strip re-reads its halo rows,
