@@ -163,3 +163,19 @@ def graph_model(nodes, feeds, consts, outputs, opset=17, name="g") -> onnx.Model
                               opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     return model
+
+
+def assert_matches_onnxruntime(model: onnx.ModelProto, feeds: dict, rtol: float, atol: float) -> list:
+    """Run `model` on `feeds` with onnxruntime and with minirt; the same number of
+    outputs, the same shapes, values within rtol / atol. Returns minirt's outputs."""
+    import onnxruntime as ort
+
+    from minibuild import testing
+
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = testing.run_with_minirt(model, feeds)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+    return got

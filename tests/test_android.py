@@ -151,6 +151,19 @@ def build_runners(models: Path, out: Path, keys=tuple(android.VERIFY_TARGETS), r
     return mrt, outs, res
 
 
+def qemu_runners(root: Path, name: str, model: onnx.ModelProto, archs=("qemu-aarch64", "qemu-armv7")):
+    """`model` saved as ROOT/models/NAME.onnx, converted, and the mrt_run executables of
+    `archs` built for it (skips without qemu). Returns (its .mrt, {arch: runner})."""
+    for arch in archs:
+        qemu_for(arch)
+    (root / "models").mkdir()
+    onnx.save(model, root / "models" / f"{name}.onnx")
+    mrt, runners, _ = build_runners(root / "models", root / "out", keys=list(archs))
+    for r in runners.values():  # a runner restored from the build cache can come back without its x bit
+        r.chmod(r.stat().st_mode | 0o111)
+    return mrt[name], runners
+
+
 def qemu_for(arch: str) -> str:
     qemu = shutil.which(android.VERIFY_TARGETS[arch].extra["qemu"])
     if not qemu:

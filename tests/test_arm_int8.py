@@ -14,11 +14,10 @@ from __future__ import annotations
 import subprocess
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from test_android import build_runners, qemu_for
+from test_android import qemu_for, qemu_runners
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -92,16 +91,9 @@ def int8_model():
 
 @pytest.fixture(scope="module")
 def arm_int8(tmp_path_factory):
-    for arch in ("qemu-aarch64", "qemu-armv7"):
-        qemu_for(arch)
-    root = tmp_path_factory.mktemp("arm-int8")
-    (root / "models").mkdir()
     model, feeds, refs = int8_model()
-    onnx.save(model, root / "models" / "int8.onnx")
-    mrt, runners, _ = build_runners(root / "models", root / "out", keys=["qemu-aarch64", "qemu-armv7"])
-    for r in runners.values():  # a runner restored from the build cache can come back without its x bit
-        r.chmod(r.stat().st_mode | 0o111)
-    return model, feeds, refs, mrt["int8"], runners
+    mrt, runners = qemu_runners(tmp_path_factory.mktemp("arm-int8"), "int8", model)
+    return model, feeds, refs, mrt, runners
 
 
 # (arch, qemu -cpu, MINIRT_MAX_CPU_ISA): the sdot kernel, plain NEON twice over (no

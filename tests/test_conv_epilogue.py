@@ -16,7 +16,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from minibuild import optimize, registry as registry_mod, toolchain
-from models import graph_model
+from models import assert_matches_onnxruntime, graph_model
 
 ort = pytest.importorskip("onnxruntime")
 testing = pytest.importorskip("minibuild.testing")
@@ -45,13 +45,7 @@ def ops_of(g):
 
 
 def check_ort(model, feeds, rtol=1e-4, atol=1e-4):
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
-    got = testing.run_with_minirt(model, feeds)
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        assert g.shape == w.shape
-        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
-    return got
+    return assert_matches_onnxruntime(model, feeds, rtol, atol)
 
 
 # The convolutions: pointwise (the GEMM path), 3x3 through im2col, depthwise,

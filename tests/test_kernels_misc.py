@@ -28,12 +28,7 @@ def one_node(op, feeds, consts=None, opset=17, n_out=1, **attrs):
 
 
 def check(model, feeds, rtol=1e-5, atol=1e-5):
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
-    got = testing.run_with_minirt(model, feeds)
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        assert g.shape == w.shape
-        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+    models.assert_matches_onnxruntime(model, feeds, rtol, atol)
 
 
 # --- elementwise binary with broadcasting ---------------------------------------------

@@ -188,17 +188,10 @@ def arm_pool_model():
 
 @pytest.fixture(scope="module")
 def arm_pools(tmp_path_factory):
-    from test_android import build_runners, qemu_for
-    for arch in ("qemu-aarch64", "qemu-armv7"):
-        qemu_for(arch)
-    root = tmp_path_factory.mktemp("arm-pools")
-    (root / "models").mkdir()
+    from test_android import qemu_runners
     model, feeds, refs = arm_pool_model()
-    onnx.save(model, root / "models" / "pools.onnx")
-    mrt, runners, _ = build_runners(root / "models", root / "out", keys=["qemu-aarch64", "qemu-armv7"])
-    for r in runners.values():  # a runner restored from the build cache can come back without its x bit
-        r.chmod(r.stat().st_mode | 0o111)
-    return model, feeds, refs, mrt["pools"], runners
+    mrt, runners = qemu_runners(tmp_path_factory.mktemp("arm-pools"), "pools", model)
+    return model, feeds, refs, mrt, runners
 
 
 @pytest.mark.parametrize("arch", ["qemu-aarch64", "qemu-armv7"])

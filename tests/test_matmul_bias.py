@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from minibuild import optimize, registry as registry_mod
-from models import graph_model
+from models import assert_matches_onnxruntime, graph_model
 
 ort = pytest.importorskip("onnxruntime")
 testing = pytest.importorskip("minibuild.testing")
@@ -32,12 +32,7 @@ def fused_ops(model, feeds):
 
 
 def check_ort(model, feeds):
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
-    got = testing.run_with_minirt(model, feeds)
-    for g, w in zip(got, want):
-        assert g.shape == w.shape
-        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
-    return got
+    return assert_matches_onnxruntime(model, feeds, rtol=1e-4, atol=1e-4)
 
 
 # (A shape, B shape): a transformer's [batch, seq, hidden] x [hidden, out], a plain 2-D
