@@ -27,6 +27,16 @@
 #define MRT_ATTR_RECORD 24u
 #define MRT_NO_INDEX 0xFFFFFFFFu
 #define MRT_ALIGN 64u
+
+/* Huge pages for large blocks (kernel_ctx.c): speed builds on Linux/Android. */
+#if defined(__linux__) && !MRT_TUNE_SIZE
+#define MRT_HUGE_PAGES 1
+void mrt_advise_huge(void *p, size_t size);
+#else
+#define MRT_HUGE_PAGES 0
+#define mrt_advise_huge(p, size) ((void)(p), (void)(size))
+#endif
+
 #define MRT_ERROR_SIZE 256
 
 struct mrt_ctx {

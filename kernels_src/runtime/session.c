@@ -22,6 +22,7 @@ static const mrt_kernel *find_kernel(const mrt_node *n) {
 static void *aligned_alloc64(size_t size, void **block) {
   *block = malloc(size + MRT_ALIGN);
   if (!*block) return NULL;
+  mrt_advise_huge(*block, size + MRT_ALIGN);
   return (void *)(((uintptr_t)*block + MRT_ALIGN - 1) & ~(uintptr_t)(MRT_ALIGN - 1));
 }
 

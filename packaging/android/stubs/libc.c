@@ -21,6 +21,7 @@ STUB(memmove)
 STUB(memset)
 STUB(memcmp)
 STUB(abort)
+STUB(madvise) /* huge pages for large blocks (runtime/kernel_ctx.c; not in --tune size builds) */
 
 /* strings */
 STUB(strlen)
