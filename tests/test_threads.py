@@ -5,7 +5,8 @@ residual / activation epilogues, int8 convolutions and a residual QLinearAdd, Re
 in Python (in-process, like onnxruntime's SessionOptions) and Java (host JVM
 through the JNI glue); a --no-threads build has no pthread symbol and still
 runs; and ThreadSanitizer (Debian's clang) finds no data race running the
-runtime and the kernels with 2 and 4 threads."""
+runtime and the kernels with 2 and 4 threads, nor running the pool on its own
+(each task once, runs on their owners, stealing from a busy worker)."""
 
 from __future__ import annotations
 
@@ -673,3 +674,174 @@ def test_no_data_race_under_thread_sanitizer(tsan_driver, threaded, threads):
     assert "ThreadSanitizer" not in res.stderr, res.stderr[-6000:]
     assert res.returncode == 0, res.stdout + res.stderr[-3000:]
     assert res.stdout.count("ok ") == len(mrts)
+
+
+POOL_CHECK = r"""
+/* The pool's claiming on its own, at N threads: every task of a loop runs
+ * exactly once, on a thread in range, never two at once on one thread; each
+ * thread's run starts on its owner; a worker held in a task has the rest of
+ * its run taken by the others; loops of every size, back to back. Built with
+ * ThreadSanitizer, which reports any race on the way. */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include "internal.h"
+
+#define MAX_TASKS 5000
+static size_t hits[MAX_TASKS], owner[MAX_TASKS], busy[64], started[64];
+static size_t n_threads, n_tasks, started_count, blocker, blocker_thread, done_count;
+static const char *failure;
+
+enum { PLAIN, FIRST_ON_OWNER, BLOCK_ONE };
+static int mode;
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Waits until *v reaches want; a check that never holds fails after 60 s. */
+static void wait_for(size_t *v, size_t want, const char *what) {
+  const double t0 = now();
+  while (__atomic_load_n(v, __ATOMIC_ACQUIRE) < want) {
+    if (now() - t0 > 60) {
+      __atomic_store_n(&failure, what, __ATOMIC_RELAXED);
+      return;
+    }
+    sched_yield();
+  }
+}
+
+static void fail(const char *what) { __atomic_store_n(&failure, what, __ATOMIC_RELAXED); }
+
+static void task(void *arg, size_t t, size_t thread) {
+  (void)arg;
+  if (thread >= n_threads) {
+    fail("thread index out of range");
+    return;
+  }
+  if (__atomic_exchange_n(&busy[thread], 1, __ATOMIC_ACQ_REL)) fail("two tasks at once on one thread");
+  hits[t]++; /* a task runs once: a second run would race with the first under ThreadSanitizer */
+  owner[t] = thread;
+  if (mode == FIRST_ON_OWNER && !started[thread]) {
+    /* Nobody steals before finishing its own run, and nobody finishes a first
+     * task before every thread has begun one: so each run's first task is its owner's. */
+    started[thread] = 1;
+    __atomic_fetch_add(&started_count, 1, __ATOMIC_ACQ_REL);
+    wait_for(&started_count, n_threads, "the threads never all began a task");
+  }
+  if (mode == BLOCK_ONE) {
+    if (thread != 0 && !__atomic_exchange_n(&blocker, 1, __ATOMIC_ACQ_REL)) {
+      blocker_thread = thread;
+      wait_for(&done_count, n_tasks - 1, "a busy worker's run was not taken by the others");
+    } else {
+      /* The caller holds its first task until a worker holds one. */
+      if (thread == 0 && t == 0) wait_for(&blocker, 1, "no worker began a task");
+      __atomic_fetch_add(&done_count, 1, __ATOMIC_ACQ_REL);
+    }
+  }
+  __atomic_store_n(&busy[thread], 0, __ATOMIC_RELEASE);
+}
+
+static int loop(struct mrt_pool *p, size_t n, int m) {
+  n_tasks = n;
+  mode = m;
+  started_count = blocker = done_count = 0;
+  for (size_t t = 0; t < 64; ++t) started[t] = 0;
+  mrt_parallel_for(p, n, task, NULL);
+  const char *f = __atomic_load_n(&failure, __ATOMIC_RELAXED);
+  if (f) {
+    fprintf(stderr, "%zu threads, %zu tasks: %s\n", n_threads, n, f);
+    return 1;
+  }
+  for (size_t t = 0; t < n; ++t) {
+    if (hits[t] != 1) {
+      fprintf(stderr, "%zu threads, %zu tasks: task %zu ran %zu times\n", n_threads, n, t, hits[t]);
+      return 1;
+    }
+    hits[t] = 0;
+  }
+  if (m == FIRST_ON_OWNER)
+    for (size_t th = 0; th < n_threads; ++th) {
+      const size_t first = (th * n + n_threads - 1) / n_threads;
+      if (owner[first] != th) {
+        fprintf(stderr, "%zu threads, %zu tasks: task %zu (thread %zu's first) ran on thread %zu\n", n_threads, n,
+                first, th, owner[first]);
+        return 1;
+      }
+    }
+  if (m == BLOCK_ONE) {
+    size_t mine = 0;
+    for (size_t t = 0; t < n; ++t) mine += owner[t] == blocker_thread;
+    if (!blocker || mine != 1) {
+      fprintf(stderr, "%zu threads, %zu tasks: the held worker (%zu, %zu) ran %zu tasks:", n_threads, n, blocker, blocker_thread, mine);
+      for (size_t t = 0; t < n; ++t) fprintf(stderr, " %zu", owner[t]);
+      fprintf(stderr, "\n");
+      return 1;
+    }
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  n_threads = argc > 1 ? (size_t)atoi(argv[1]) : 2;
+  /* A pool destroyed before any loop started its workers. */
+  mrt_pool_destroy(mrt_pool_create(n_threads));
+  struct mrt_pool *p = mrt_pool_create(n_threads);
+  if (!p || mrt_pool_threads(p) != n_threads) return 2;
+  const size_t T = n_threads;
+  const size_t sizes[] = {1, 2, 3, 4, 5, 7, 8, 16, 63, 64, 100, 1000, 4999, T - 1, T, T + 1, 2 * T, 3 * T + 1};
+  for (size_t s = 0; s < sizeof sizes / sizeof *sizes; ++s)
+    for (int r = 0; r < 40; ++r)
+      if (loop(p, sizes[s], PLAIN)) return 1;
+  /* Fewer tasks than threads: one run each for some, none for the others. */
+  for (size_t n = 2; n < T; ++n)
+    for (int r = 0; r < 40; ++r)
+      if (loop(p, n, PLAIN)) return 1;
+  const size_t owned[] = {T, 2 * T, 3 * T + 1, 64};
+  for (size_t s = 0; s < sizeof owned / sizeof *owned; ++s)
+    for (int r = 0; r < 10; ++r)
+      if (loop(p, owned[s], FIRST_ON_OWNER)) return 1;
+  const size_t held[] = {2 * T, 4 * T + 1, 64, 1000};
+  for (size_t s = 0; s < sizeof held / sizeof *held; ++s)
+    for (int r = 0; r < 10; ++r)
+      if (loop(p, held[s], BLOCK_ONE)) return 1;
+  /* Back to back, as a model's layers run: sizes changing every loop. */
+  for (size_t i = 0; i < 20000; ++i)
+    if (loop(p, 2 + (i * 7919) % 37, PLAIN)) return 1;
+  mrt_pool_destroy(p);
+  printf("ok %zu threads\n", n_threads);
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def pool_check(tmp_path_factory):
+    clang = shutil.which("clang")
+    if clang is None:
+        pytest.skip("Debian's clang (apt-get install clang libclang-rt-14-dev) builds the ThreadSanitizer driver")
+    work = tmp_path_factory.mktemp("pool-check")
+    (work / "config.h").write_text("#define MRT_ENABLE_MESSAGES 1\n#define MRT_ENABLE_THREADS 1\n#define MRT_TUNE_SIZE 0\n")
+    (work / "pool_check.c").write_text(POOL_CHECK)
+    src = resources.path("kernels_src")
+    exe = work / "pool_check"
+    res = subprocess.run([clang, "-std=c11", "-O1", "-g", "-fsanitize=thread", "-D_GNU_SOURCE", "-I", str(work),
+                          "-I", str(src / "include"), "-I", str(src / "runtime"), str(work / "pool_check.c"),
+                          str(src / "runtime" / "threadpool.c"), "-lpthread", "-o", str(exe)],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return exe
+
+
+@pytest.mark.parametrize("threads", [2, 3, 4])
+def test_pool_claims_each_task_once_and_steals_under_thread_sanitizer(pool_check, threads):
+    """Loops of 1 to 4,999 tasks (fewer than the threads, as many, more), a run's
+    first task on its owner, a worker held in a task while the others take the
+    rest of its run, 20,000 loops back to back."""
+    env = {**os.environ, "TSAN_OPTIONS": "halt_on_error=1:exitcode=66"}
+    res = subprocess.run([str(pool_check), str(threads)], env=env, capture_output=True, text=True, timeout=600)
+    assert "ThreadSanitizer" not in res.stderr, res.stderr[-6000:]
+    assert res.returncode == 0 and f"ok {threads} threads" in res.stdout, res.stdout + res.stderr[-3000:]
