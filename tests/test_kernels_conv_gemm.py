@@ -438,3 +438,82 @@ def test_few_rows_b_in_place(isa, shape):
 def test_few_rows_matmul_b_in_place(isa, m, k, n):
     feeds = {"a": randn(m, k), "b": randn(k, n)}
     check(model_of([helper.make_node("MatMul", ["a", "b"], ["y"])], feeds, {}), feeds)
+
+
+
+# --- dense convolutions without im2col (AVX-512) ---------------------------------------
+# A KxK convolution with whole 64-channel panels of output channels, 16+ input channels
+# a group and constant weights runs as 6-pixel x 64-channel tiles whose vectors hold
+# output channels and whose broadcasts read the (padded) input in place, one pixel's
+# tap at a time (conv_dense.h), in tasks of (panel, 96 pixels) and k blocks of 128,
+# then transposed into Y's rows in 16 x 16 blocks with the bias, the clamp, the
+# residual and the activation. Shapes: ResNet-50's 3x3 (k = 576: five k blocks, the
+# last ragged; 56 wide: tiles span rows), chunks of 96 + 96 + 4 pixels (a ragged
+# tile and the transpose's tail), asymmetric pads, no pad (the input read itself),
+# dilation, 5x5, stride 2, groups, batch 2, 1-D; and 80 output channels (past the
+# panels: im2col). Every fused pattern, 1, 2 and 4 threads (the same bytes), every
+# ISA cap (AVX2 and SSE run im2col).
+
+DENSE_CONVS = [
+    # (n, c_in, c_out, h, w, kernel, pads (top, left, bottom, right), stride, dilation, group)
+    (1, 64, 64, 14, 56, 3, (1, 1, 1, 1), 1, 1, 1),
+    (1, 256, 64, 14, 14, 3, (1, 1, 1, 1), 1, 1, 1),
+    (1, 24, 128, 9, 37, 3, (0, 1, 2, 0), 1, 1, 1),
+    (1, 16, 64, 12, 20, 3, (0, 0, 0, 0), 1, 1, 1),
+    (2, 16, 64, 11, 30, 3, (2, 2, 2, 2), 1, 2, 1),
+    (1, 16, 64, 10, 41, 5, (2, 2, 2, 2), 1, 1, 1),
+    (1, 32, 64, 23, 29, 3, (1, 1, 1, 1), 2, 1, 1),
+    (1, 64, 128, 10, 25, 3, (1, 1, 1, 1), 1, 1, 2),
+    (1, 40, 80, 11, 21, 3, (1, 1, 1, 1), 1, 1, 1),
+    (1, 16, 64, 1, 200, 3, (0, 1, 0, 1), 1, 1, 1),
+]
+DENSE_PATTERNS = [None, "Relu", "Clip", "LeakyRelu", "SiLU", "HardSwish", "Add", "Add_Relu", "Add_Clip"]
+
+
+def dense_case(n, c_in, c_out, h, w, k, pads, stride, dil, group, pattern, seed):
+    rng = np.random.default_rng(seed)
+    one_d = h == 1
+    x_shape = (n, c_in, w) if one_d else (n, c_in, h, w)
+    w_shape = (c_out, c_in // group, k) if one_d else (c_out, c_in // group, k, k)
+    feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
+    consts = {"w": (rng.standard_normal(w_shape) * (c_in // group * k * k) ** -0.5).astype(np.float32),
+              "b": rng.standard_normal(c_out).astype(np.float32)}
+    top, left, bottom, right = pads
+    attrs = dict(pads=[left, right], dilations=[dil], strides=[stride]) if one_d else dict(
+        pads=[top, left, bottom, right], dilations=[dil, dil], strides=[stride, stride])
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], group=group, **attrs)]
+    ext = (k - 1) * dil + 1
+    ow = (w + left + right - ext) // stride + 1
+    shape = (n, c_out, ow) if one_d else (n, c_out, (h + top + bottom - ext) // stride + 1, ow)
+    src = "c"
+    if pattern and pattern.startswith("Add"):
+        feeds["r"] = rng.standard_normal(shape).astype(np.float32)
+        nodes.append(helper.make_node("Add", ["c", "r"], ["a"]))
+        src, pattern = "a", pattern[4:] or None
+    if pattern is None:
+        nodes.append(helper.make_node("Identity", [src], ["y"]))
+    elif pattern == "Clip":
+        consts.update(lo=np.float32(-0.5), hi=np.float32(0.75))
+        nodes.append(helper.make_node("Clip", [src, "lo", "hi"], ["y"]))
+    elif pattern == "LeakyRelu":
+        nodes.append(helper.make_node("LeakyRelu", [src], ["y"], alpha=0.2))
+    elif pattern == "SiLU":
+        nodes += [helper.make_node("Sigmoid", [src], ["g"]), helper.make_node("Mul", [src, "g"], ["y"])]
+    else:
+        nodes.append(helper.make_node(pattern, [src], ["y"]))
+    return model_of(nodes, feeds, consts), feeds
+
+
+@pytest.mark.parametrize("isa", [None, "avx2", "sse"] if toolchain.host_abi() == "x86_64" else [None],
+                         indirect=True)
+@pytest.mark.parametrize("conv", DENSE_CONVS, ids=lambda s: "n{}-{}to{}-{}x{}-k{}p{}{}{}{}s{}d{}g{}".format(
+    *s[:6], *s[6], *s[7:]))
+@pytest.mark.parametrize("pattern", DENSE_PATTERNS, ids=str)
+def test_dense_convs_without_im2col(isa, conv, pattern):
+    model, feeds = dense_case(*conv, pattern, seed=DENSE_CONVS.index(conv))
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = [run_minirt_threads(model, feeds, t)[0] for t in (1, 2, 4)]
+    assert got[0].shape == want.shape
+    np.testing.assert_allclose(got[0], want, rtol=1e-4, atol=1e-4)
+    for g in got[1:]:
+        assert g.tobytes() == got[0].tobytes()

@@ -73,6 +73,9 @@ typedef struct mrt_conv_params {
   float *stem_w;
   int32_t *stem_taps;
   size_t stem_rw, stem_sr;
+  /* Dense path without im2col (conv_dense.h; dense_w NULL: im2col): the
+   * weights as [panel of 64 output channels][k][64]. */
+  float *dense_w;
 } mrt_conv_params;
 
 /* The channel-blocked depthwise path is speed code: `--tune size` keeps the
@@ -460,6 +463,9 @@ static void mrt_conv_post(const mrt_sgemm_epilogue *ep, size_t i, size_t j, size
 #if MRT_CONV_STEM
 #include "conv_direct.h"
 #endif
+#if MRT_SGEMM_AVX512
+#include "conv_dense.h"
+#endif
 
 MRT_PREPARE_CODE
 static int mrt_conv_int_attr_list(mrt_ctx *ctx, const mrt_node *node, const char *name,
@@ -693,6 +699,14 @@ mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, const mrt_con
     if ((st = mrt_conv_stem_prepare(ctx, p, w)) != MRT_STATUS_OK) return st;
     if (p->stem_w) return node->params = p, MRT_STATUS_OK;
 #endif
+#if MRT_SGEMM_AVX512
+    if (mrt_conv_dense_pays(p, w->is_constant && w->data != NULL)) {
+      if ((st = mrt_conv_dense_prepare(ctx, p, (const float *)w->data)) != MRT_STATUS_OK) return st;
+      p->pad_off = mrt_ctx_threads(ctx) * MRT_DENSE_CT_BYTES;
+      mrt_ctx_request_scratch(ctx, p->pad_off + p->pad_floats * sizeof(float));
+      return node->params = p, MRT_STATUS_OK;
+    }
+#endif
   }
 
   /* Weights are constant in practice: pack each group's M x K block once. */
@@ -862,6 +876,13 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
         ic.x = mrt_conv_pad_input(p, xg, xpad, 0, p->c_in / p->group);
 #endif
       }
+#if MRT_SGEMM_AVX512
+      if (p->dense_w) {
+        mrt_conv_dense_run(node->pool, p, g, ic.x, bias ? bias + g * p->m : NULL,
+                           res ? res + (n * p->c_out + g * p->m) * p->out_pix : NULL, yg, scratch);
+        continue;
+      }
+#endif
       if (p->path == MRT_CONV_GEMM) {
         b.data = xg;
         b.rs = p->in_pix;

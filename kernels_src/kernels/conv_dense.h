@@ -1,0 +1,182 @@
+/*
+ * Dense KxK convolutions on the AVX-512 kernel without im2col (included by
+ * conv_core.c; desktop x86_64 speed builds only, like conv_direct.h).
+ *
+ * im2col + GEMM packed every tap of every input channel into B panels: K =
+ * C_in * KH * KW rows, 9x the input for a 3x3 layer, written and read back
+ * from L2 (13-15 % of ResNet-50's 3x3 layers), and at 2 threads each core
+ * read a B half packed by the other. Here the roles turn: the vectors run
+ * along output channels and each pixel's input value is broadcast, read in
+ * place from the zero-padded copy of the input (conv_core.c, mrt_conv_pad_input:
+ * tap k of pixel j is xpad[kofs[k] + pos(j)], pos(j) the pixel's first tap),
+ * so nothing is packed at run time and no pixel is computed twice, whatever
+ * the stride, dilation or padding. The weights are packed once at prepare as
+ * [panel of 64 output channels][k][64].
+ *
+ * A tile is 6 pixels x 64 channels (24 zmm accumulators, 4 weight vectors, a
+ * broadcast). The product is cut into tasks of (channel panel, chunk of
+ * MRT_DENSE_JB pixels); a task runs k blocks of MRT_DENSE_KC rows (their
+ * weights, 32 KB, stay in L1 across the chunk's tiles), keeping the partial
+ * sums in a per-thread buffer of the chunk, pixel-major, which at the end is
+ * transposed into Y's channel rows with the bias and the tiles' clamp; then
+ * the post stage (residual, activation) on that block of Y. Tasks do not
+ * depend on the thread count: the same bytes at every count.
+ */
+
+#define MRT_DENSE_NP 6   /* pixels a tile */
+#define MRT_DENSE_NC 64  /* output channels a panel */
+#define MRT_DENSE_KC 128 /* k rows a block */
+#define MRT_DENSE_JB 96  /* pixels a task (16 tiles) */
+
+/* Scratch bytes per thread: a chunk's partial sums. */
+#define MRT_DENSE_CT_BYTES (MRT_DENSE_JB * MRT_DENSE_NC * sizeof(float))
+
+/* The dense path for this convolution? Weights constant (packed at prepare),
+ * whole 64-channel panels, enough input channels that the broadcasts are not
+ * the work, at least one whole chunk of pixels. */
+MRT_PREPARE_CODE
+static int mrt_conv_dense_pays(const mrt_conv_params *p, int w_const) {
+  return w_const && p->kern == &mrt_sgemm_avx512 && p->m % MRT_DENSE_NC == 0 && p->c_in / p->group >= 16 &&
+         p->k[0] == 1 && p->in[0] == 1 &&
+         p->out_pix >= MRT_DENSE_JB && p->kvol > 1;
+}
+
+MRT_PREPARE_CODE
+static mrt_status mrt_conv_dense_prepare(mrt_ctx *ctx, mrt_conv_params *p, const float *w) {
+  const size_t panels = p->c_out / MRT_DENSE_NC, kd = p->kdim;
+  if ((uint64_t)p->c_out * kd > SIZE_MAX / sizeof(float) - 64) return MRT_STATUS_OUT_OF_MEMORY;
+  float *dw = (float *)mrt_ctx_alloc(ctx, p->c_out * kd * sizeof(float) + 64);
+  if (!dw) return MRT_STATUS_OUT_OF_MEMORY;
+  dw = (float *)(((uintptr_t)dw + 63) & ~(uintptr_t)63);
+  for (size_t pn = 0; pn < panels; ++pn)
+    for (size_t k = 0; k < kd; ++k)
+      for (size_t j = 0; j < MRT_DENSE_NC; ++j)
+        dw[(pn * kd + k) * MRT_DENSE_NC + j] = w[(pn * MRT_DENSE_NC + j) * kd + k];
+  p->dense_w = dw;
+  return MRT_STATUS_OK;
+}
+
+/* kc rows of k of 6 pixels (their first taps at x + pos[i]) x 64 channels
+ * (w: kc rows of 64), added to (acc_in) or stored over ct's 6 rows of 64. */
+MRT_AVX512F static void mrt_conv_dense_tile(size_t kc, const float *MRT_RESTRICT x, const size_t *MRT_RESTRICT kofs,
+                                            const ptrdiff_t *pos, const float *MRT_RESTRICT w,
+                                            float *MRT_RESTRICT ct, int acc_in) {
+  mrt_v16f acc[MRT_DENSE_NP][4];
+  const ptrdiff_t p0 = pos[0], p1 = pos[1], p2 = pos[2], p3 = pos[3], p4 = pos[4], p5 = pos[5];
+  _Pragma("clang loop unroll(full)") for (int i = 0; i < MRT_DENSE_NP; ++i)
+    _Pragma("clang loop unroll(full)") for (int v = 0; v < 4; ++v) {
+      if (acc_in)
+        __builtin_memcpy(&acc[i][v], ct + i * MRT_DENSE_NC + v * 16, sizeof(mrt_v16f));
+      else
+        acc[i][v] = (mrt_v16f){0};
+    }
+  for (size_t q = 0; q < kc; ++q, w += MRT_DENSE_NC) {
+    const float *xq = x + kofs[q];
+    mrt_v16f wv[4];
+    _Pragma("clang loop unroll(full)") for (int v = 0; v < 4; ++v) __builtin_memcpy(&wv[v], w + v * 16, sizeof(mrt_v16f));
+    const float xs[MRT_DENSE_NP] = {xq[p0], xq[p1], xq[p2], xq[p3], xq[p4], xq[p5]};
+    _Pragma("clang loop unroll(full)") for (int i = 0; i < MRT_DENSE_NP; ++i)
+      _Pragma("clang loop unroll(full)") for (int v = 0; v < 4; ++v) acc[i][v] += xs[i] * wv[v];
+  }
+  _Pragma("clang loop unroll(full)") for (int i = 0; i < MRT_DENSE_NP; ++i)
+    _Pragma("clang loop unroll(full)") for (int v = 0; v < 4; ++v)
+      __builtin_memcpy(ct + i * MRT_DENSE_NC + v * 16, &acc[i][v], sizeof(mrt_v16f));
+}
+
+/* 16 x 16 floats: rows of s (stride ss) become columns of d (stride ds),
+ * row i of d plus bias[i], then clamped to [lo, hi]. */
+MRT_AVX512F static inline void mrt_conv_dense_t16(const float *s, size_t ss, float *d, size_t ds, const float *bias,
+                                                  float lo, float hi) {
+  mrt_v16f r[16], t[16];
+  _Pragma("clang loop unroll(full)") for (int i = 0; i < 16; ++i) __builtin_memcpy(&r[i], s + i * ss, sizeof(mrt_v16f));
+  /* Stage 1: pairs of rows, interleaved by one float. */
+  _Pragma("clang loop unroll(full)") for (int i = 0; i < 16; i += 2) {
+    t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29);
+    t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11, 27, 14, 30, 15, 31);
+  }
+  /* Stage 2: by two floats, rows i and i + 2. */
+  _Pragma("clang loop unroll(full)") for (int h = 0; h < 16; h += 4)
+    _Pragma("clang loop unroll(full)") for (int i = 0; i < 2; ++i) {
+      r[h + 2 * i] = __builtin_shufflevector(t[h + i], t[h + i + 2], 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
+      r[h + 2 * i + 1] = __builtin_shufflevector(t[h + i], t[h + i + 2], 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+    }
+  /* Stage 3: by 128-bit lanes, rows i and i + 4. */
+  _Pragma("clang loop unroll(full)") for (int h = 0; h < 16; h += 8)
+    _Pragma("clang loop unroll(full)") for (int i = 0; i < 4; ++i) {
+      t[h + i] = __builtin_shufflevector(r[h + i], r[h + i + 4], 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+      t[h + i + 4] = __builtin_shufflevector(r[h + i], r[h + i + 4], 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+    }
+  /* Stage 4: by 256-bit halves, rows i and i + 8. */
+  _Pragma("clang loop unroll(full)") for (int i = 0; i < 8; ++i) {
+    r[i] = __builtin_shufflevector(t[i], t[i + 8], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+    r[i + 8] = __builtin_shufflevector(t[i], t[i + 8], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  }
+  const mrt_v16f vlo = (mrt_v16f){0} + lo, vhi = (mrt_v16f){0} + hi;
+  _Pragma("clang loop unroll(full)") for (int i = 0; i < 16; ++i) {
+    const mrt_v16f v = MRT_VMIN(MRT_VMAX(r[i] + bias[i], vlo), vhi);
+    __builtin_memcpy(d + i * ds, &v, sizeof(mrt_v16f));
+  }
+}
+
+typedef struct mrt_dense_job {
+  const mrt_conv_params *p;
+  const float *x, *w, *bias, *res;
+  float *y;
+  char *scratch;
+  size_t chunks;
+} mrt_dense_job;
+
+MRT_AVX512F static void mrt_conv_dense_task(void *varg, size_t task, size_t thread) {
+  const mrt_dense_job *jb = (const mrt_dense_job *)varg;
+  const mrt_conv_params *p = jb->p;
+  const size_t pn = task / jb->chunks, j0 = task % jb->chunks * MRT_DENSE_JB;
+  const size_t pix = p->out_pix, nj = mrt_min(MRT_DENSE_JB, pix - j0), kd = p->kdim;
+  const size_t ow = p->out[2], oh = p->out[1], xw = p->xp[2], xh = p->xp[1];
+  float *ct = (float *)(jb->scratch + thread * MRT_DENSE_CT_BYTES);
+  /* Each pixel's first tap in the padded copy (a ragged last tile repeats
+   * its first pixel; those rows of ct are never read). */
+  ptrdiff_t pos[MRT_DENSE_JB];
+  for (size_t t = 0, x = j0 % ow, yz = j0 / ow; t < MRT_DENSE_JB; ++t) {
+    pos[t] = t < nj ? (ptrdiff_t)((yz / oh * p->s[0] * xh + yz % oh * p->s[1]) * xw + x * p->s[2]) : pos[0];
+    if (++x == ow) x = 0, ++yz;
+  }
+  const float *w = jb->w + pn * kd * MRT_DENSE_NC;
+  for (size_t k0 = 0; k0 < kd; k0 += MRT_DENSE_KC) {
+    const size_t kc = mrt_min(MRT_DENSE_KC, kd - k0);
+    for (size_t t = 0; t < nj; t += MRT_DENSE_NP)
+      mrt_conv_dense_tile(kc, jb->x, p->kofs + k0, pos + t, w + k0 * MRT_DENSE_NC, ct + t * MRT_DENSE_NC, k0 > 0);
+  }
+  /* Transposed into Y's channel rows, with the bias and the clamp. */
+  float *y = jb->y + pn * MRT_DENSE_NC * pix + j0;
+  const float lo = p->lo, hi = p->hi;
+  float bias[MRT_DENSE_NC];
+  for (size_t c = 0; c < MRT_DENSE_NC; ++c) bias[c] = jb->bias ? jb->bias[pn * MRT_DENSE_NC + c] : 0.0f;
+  size_t t = 0;
+  for (; t + 16 <= nj; t += 16)
+    for (size_t c = 0; c < MRT_DENSE_NC; c += 16)
+      mrt_conv_dense_t16(ct + t * MRT_DENSE_NC + c, MRT_DENSE_NC, y + c * pix + t, pix, bias + c, lo, hi);
+  for (size_t c = 0; c < MRT_DENSE_NC && t < nj; ++c)
+    for (size_t u = t; u < nj; ++u) {
+      const float v = ct[u * MRT_DENSE_NC + c] + bias[c], l = v < lo ? lo : v;
+      y[c * pix + u] = l > hi ? hi : l;
+    }
+  if (p->post.post) {
+    mrt_sgemm_epilogue e = p->post;
+    e.res = jb->res;
+    mrt_conv_post(&e, pn * MRT_DENSE_NC, j0, MRT_DENSE_NC, nj, y, pix);
+  }
+}
+
+/* Group g of one batch item: xp its padded input, y / res its output
+ * channels. */
+static void mrt_conv_dense_run(mrt_pool *pool, const mrt_conv_params *p, size_t g, const float *xp,
+                               const float *bias, const float *res, float *y, void *scratch) {
+  const size_t chunks = (p->out_pix + MRT_DENSE_JB - 1) / MRT_DENSE_JB, panels = p->m / MRT_DENSE_NC;
+  mrt_dense_job job = {p, xp, p->dense_w + g * p->m * p->kdim, bias, res, y, (char *)scratch, chunks};
+  const size_t tasks = mrt_pool_tasks(pool, p->m * p->out_pix * p->kdim, (size_t)1 << 17);
+  if (tasks <= 1) {
+    for (size_t t = 0; t < chunks * panels; ++t) mrt_conv_dense_task(&job, t, 0);
+    return;
+  }
+  mrt_parallel_for(pool, chunks * panels, mrt_conv_dense_task, &job);
+}
