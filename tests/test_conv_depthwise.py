@@ -214,3 +214,52 @@ def test_depthwise_interleaved_gather(isa, shape, c):
     one = check(model, feeds, fused, threads=1)
     two = check(model, feeds, fused, threads=2)
     assert np.array_equal(one, two)
+
+
+# AVX-512 runs 3x3 layers 56 or more outputs wide on the row path (vectors
+# along a plane's rows, each input row read once into a zero-padded row
+# buffer, split into even and odd columns at stride 2, two output rows a
+# pass): rows ending in a ragged vector, odd output heights (a last pass of
+# one row), pads of 0, 1 and 2 on either side, odd input widths.
+ROWS = {
+    "s1_ow56": ((5, 56), {"pads": [1, 1, 1, 1]}),
+    "s1_asym_ow59": ((7, 60), {"pads": [0, 1, 2, 0]}),
+    "s1_nopad_ow62": ((6, 64), {}),
+    "s1_ow113": ((4, 113), {"pads": [1, 1, 1, 1]}),
+    "s2_ow56": ((9, 112), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    "s2_oddw_ow57": ((8, 113), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    "s2_nopad_ow57": ((7, 115), {"strides": [2, 2]}),
+    "s2_pad2_ow56": ((6, 110), {"pads": [2, 2, 2, 2], "strides": [2, 2]}),
+    "s2_same_upper_ow60": ((10, 120), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    "s2_asym_ow64": ((11, 128), {"pads": [2, 0, 0, 1], "strides": [2, 2]}),
+}
+
+
+@pytest.mark.parametrize("isa", ISAS, indirect=True)
+@pytest.mark.parametrize("shape", sorted(ROWS))
+@pytest.mark.parametrize("c", [1, 5, 17])
+def test_depthwise_rows(isa, shape, c):
+    hw, attrs = ROWS[shape]
+    model, feeds, fused = dw_model((1, c, *hw), 3, attrs, "relu6", seed=c)
+    check(model, feeds, fused)
+
+
+@pytest.mark.parametrize("isa", ISAS, indirect=True)
+@pytest.mark.parametrize("tail", ["none", "silu", "hardswish", "sigmoid", "add", "add_relu6"])
+def test_depthwise_rows_fused_batch(isa, tail):
+    for hw, attrs in (((7, 58), {"pads": [1, 1, 1, 1]}), ((9, 117), {"pads": [1, 1, 1, 1], "strides": [2, 2]})):
+        model, feeds, fused = dw_model((2, 6, *hw), 3, attrs, tail, bias=tail != "add")
+        check(model, feeds, fused)
+
+
+@pytest.mark.parametrize("isa", ISAS, indirect=True)
+@pytest.mark.parametrize("case", ["s1", "s2"])
+def test_depthwise_rows_threads(isa, case):
+    """Runs of planes on 1, 2 and 4 threads: the same bytes each time."""
+    if case == "s1":
+        model, feeds, fused = dw_model((1, 13, 21, 64), 3, {"pads": [1, 1, 1, 1]}, "silu")
+    else:
+        model, feeds, fused = dw_model((2, 7, 23, 120), 3, {"pads": [1, 1, 1, 1], "strides": [2, 2]}, "add_relu6")
+    one = check(model, feeds, fused, threads=1)
+    for threads in (2, 4):
+        assert np.array_equal(one, check(model, feeds, fused, threads=threads))

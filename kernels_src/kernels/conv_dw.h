@@ -16,6 +16,8 @@
  *      array, in L1), which is transposed back into the NCHW planes; with a
  *      residual the planes get the Add, the clamp after it and the activation
  *      instead.
+ * On AVX-512, 3x3 layers 56 or more outputs wide take the row path below
+ * instead (vectors along a plane's rows, no transposes).
  * Tasks are (batch item, channel block, strip of output rows): strips are
  * whole planes unless there are few channel blocks for the threads. A last
  * block of fewer than VL channels reads zeros for the missing ones and does
@@ -315,17 +317,158 @@ MRT_DWB(__avx512, __attribute__((target("avx512f,avx2,fma"))), mrt_v16f, 16, MRT
 MRT_DWB(, , mrt_v4f, 4, MRT_DWB_LO4, MRT_DWB_HI4, 4, 0)
 #endif
 
+#if MRT_SGEMM_AVX512
+/*
+ * The row path (AVX-512; dwb_oc 0 marks it): 3x3 kernels of stride 1 or 2 on
+ * planes 56 or more outputs wide. There the blocked path's transposes (a
+ * 16 x 16 block is 64 shuffles, on the one port that shuffles; stride 2
+ * transposes four input pixels an output) cost more than the taps. Here a
+ * vector holds 16 outputs of one row of one channel, as in the plane path,
+ * but with no padded copy of the plane: each input row is read once into a
+ * short zero-padded row buffer in L1 as the output rows reach it (stride 2:
+ * split into its even and odd columns, one two-source permute a vector, so
+ * every tap is an unaligned load at a constant offset), and two output rows
+ * at a time are stored straight into the plane. Weights [channel][tap] then
+ * the biases, copied at prepare. MobileNetV2, one thread, profile_nodes,
+ * against the blocked path in the same runs: 96 x 112 x 112 stride 2 255 ->
+ * 198 us, 32 x 112 x 112 130 -> 100, 144 x 56 x 56 156 -> 135; on 28-wide
+ * planes it lost (192 x 28 x 28: 46 -> 55, 144 x 56 x 56 stride 2 even).
+ */
+#define MRT_DWR_AVX512 __attribute__((target("avx512f,avx2,fma")))
+
+static size_t mrt_dwr_max(size_t a, size_t b) { return a > b ? a : b; }
+
+/* Output rows the row buffers are filled ahead of the taps that read them. */
+#define MRT_DWR_AHEAD 1
+/* Floats of one row buffer (stride 2: of each of its even / odd halves). */
+static size_t mrt_dwr_row(const mrt_conv_params *p) {
+  const size_t ow16 = mrt_round_up(p->out[2], 16), k = p->k[2];
+  if (p->s[2] == 2) return mrt_round_up(mrt_dwr_max(ow16 + k, (p->in[2] + 31) / 32 * 16 + k + 1), 16);
+  return mrt_round_up(mrt_dwr_max(ow16 + k, p->in[2] + 16 + k), 16);
+}
+/* Per-thread scratch: the ring of row buffers (the K + SX rows of two output
+ * rows, those filled ahead, one spare; two halves each at stride 2) and a
+ * zero one for the rows of padding. */
+static size_t mrt_dwr_stride(const mrt_conv_params *p) {
+  return (p->k[1] + (MRT_DWR_AHEAD + 1) * p->s[2] + 2) * p->s[2] * mrt_dwr_row(p) * sizeof(float);
+}
+
+/* Input row iy of plane x into its buffer b (L floats each half). */
+MRT_DWR_AVX512 static inline __attribute__((always_inline)) void mrt_dwr_fill(const mrt_conv_params *p,
+                                                                              const float *MRT_RESTRICT xr,
+                                                                              float *MRT_RESTRICT b, size_t L,
+                                                                              size_t SX) {
+  const size_t W = p->in[2], px = (size_t)p->pb[2];
+  if (SX == 1) {
+    for (size_t i = 0; i < W; i += 16) mrt_store16(b + px + i, mrt_load16(xr + i, W - i), 16);
+    return;
+  }
+  /* xpad[u] = x[u - px]; E[m] = xpad[2m], O[m] = xpad[2m + 1]. */
+  float *e = b, *o = b + L;
+  float *ev_to = px % 2 ? o + px / 2 : e + px / 2, *od_to = px % 2 ? e + px / 2 + 1 : o + px / 2;
+  for (size_t i = 0, q = 0; i < W; i += 32, q += 16) {
+    const mrt_v16f a = mrt_load16(xr + i, W - i), c = mrt_load16(xr + i + 16, W - i > 16 ? W - i - 16 : 0);
+    mrt_store16(ev_to + q, __builtin_shufflevector(a, c, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), 16);
+    mrt_store16(od_to + q, __builtin_shufflevector(a, c, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), 16);
+  }
+}
+
+/* Input row pointer for padded row u of the plane, its buffer filled (and
+ * the rows up to MRT_DWR_AHEAD output rows further: the taps then read
+ * buffers whose stores have left the store buffer). */
+MRT_DWR_AVX512 static inline __attribute__((always_inline)) const float *mrt_dwr_get(
+    const mrt_conv_params *p, const float *MRT_RESTRICT x, float *MRT_RESTRICT bufs, size_t L, size_t R,
+    size_t SX, size_t u, size_t *next) {
+  const size_t H = p->in[1], py = (size_t)p->pb[1];
+  if (u < py || u - py >= H) return bufs + R * SX * L; /* the zero row */
+  const size_t iy = u - py;
+  if (iy >= *next) {
+    const size_t last = mrt_min(H - 1, iy + MRT_DWR_AHEAD * SX);
+    for (; *next <= last; ++*next) mrt_dwr_fill(p, x + *next * p->in[2], bufs + *next % R * SX * L, L, SX);
+  }
+  return bufs + iy % R * SX * L;
+}
+
+/* One plane: K x K taps, stride SX both ways (constants); two output rows a
+ * pass (two accumulators, and the input rows they share loaded once). */
+MRT_DWR_AVX512 static inline __attribute__((always_inline)) void mrt_dwr_plane(
+    const mrt_conv_params *p, const mrt_dwb_job *j, size_t plane, float *MRT_RESTRICT bufs,
+    size_t L, size_t K, size_t SX) {
+  const size_t OH = p->out[1], OW = p->out[2], c = plane % p->c_out;
+  const size_t R = K + (MRT_DWR_AHEAD + 1) * SX + 1, half = SX == 2 ? L : 0;
+  const float *x = j->x + plane * p->in_pix;
+  float *y = j->y + plane * p->out_pix;
+  mrt_v16f w[9];
+  for (size_t t = 0; t < K * K; ++t) w[t] = (mrt_v16f){0} + p->dwb_w[c * K * K + t];
+  const mrt_v16f vb = (mrt_v16f){0} + p->dwb_w[p->c_out * K * K + c];
+  const mrt_v16f vlo = (mrt_v16f){0} + p->lo, vhi = (mrt_v16f){0} + p->hi;
+  /* Rows of output between calls of the stage after the clamp: about 8 KB. */
+  const size_t post_rows = mrt_dwr_max(2, 2048 / OW);
+  size_t next = 0, post0 = 0; /* next input row to fill; first row not yet post-processed */
+  for (size_t oy = 0; oy < OH; oy += 2) {
+    const int two = oy + 1 < OH;
+    const float *rows[3 + 2];
+    for (size_t r = 0; r < K + (two ? SX : 0); ++r) rows[r] = mrt_dwr_get(p, x, bufs, L, R, SX, oy * SX + r, &next);
+    float *yr = y + oy * OW;
+    for (size_t ox = 0; ox < OW; ox += 16) {
+      mrt_v16f a0 = vb, a1 = vb;
+      _Pragma("clang loop unroll(full)") for (size_t r = 0; r < K + SX; ++r) {
+        const float *q = rows[r] + ox;
+        _Pragma("clang loop unroll(full)") for (size_t kx = 0; kx < K; ++kx) {
+          if (r >= K && !two) break;
+          mrt_v16f v;
+          __builtin_memcpy(&v, SX == 1 ? q + kx : (kx % 2 ? q + half + kx / 2 : q + kx / 2), sizeof v);
+          if (r < K) a0 += w[r * K + kx] * v;
+          if (r >= SX) a1 += w[(r - SX) * K + kx] * v;
+        }
+      }
+      mrt_store16(yr + ox, mrt_dwb_clamp__avx512(a0, vlo, vhi), OW - ox);
+      if (two) mrt_store16(yr + OW + ox, mrt_dwb_clamp__avx512(a1, vlo, vhi), OW - ox);
+    }
+    const size_t done = oy + 1 + two;
+    if (p->post.post && (done - post0 >= post_rows || done == OH)) {
+      mrt_sgemm_epilogue e = p->post;
+      e.res = j->res ? j->res + plane * p->out_pix + post0 * OW : NULL;
+      mrt_conv_post(&e, 0, 0, 1, (done - post0) * OW, y + post0 * OW, (done - post0) * OW);
+      post0 = done;
+    }
+  }
+}
+
+/* A run of planes on one thread. */
+MRT_DWR_AVX512 static void mrt_dwr_task(void *varg, size_t task, size_t thread) {
+  const mrt_dwb_job *j = (const mrt_dwb_job *)varg;
+  const mrt_conv_params *p = j->p;
+  float *bufs = (float *)(j->scratch + thread * j->stride);
+  const size_t L = mrt_dwr_row(p), K = p->k[1];
+  memset(bufs, 0, mrt_dwr_stride(p));
+  const size_t i1 = mrt_min(j->items, (task + 1) * j->per_task);
+  for (size_t i = task * j->per_task; i < i1; ++i) {
+    if (p->s[2] == 1)
+      mrt_dwr_plane(p, j, i, bufs, L, 3, 1);
+    else
+      mrt_dwr_plane(p, j, i, bufs, L, 3, 2);
+  }
+}
+#endif
+
 /* Tasks below this many multiply-adds are not worth a thread. */
 #define MRT_DWB_TASK_MACS ((size_t)1 << 16)
 
 static void mrt_conv_dwb_run(mrt_pool *pool, const mrt_conv_params *p, const float *x, const float *res,
                              float *y, void *scratch) {
-  const size_t vl = p->dwb_vl, nblk = (p->c_out + vl - 1) / vl, nstrip = (p->out[1] + p->dwb_sr - 1) / p->dwb_sr;
+  const size_t vl = p->dwb_vl, nblk = (p->c_out + vl - 1) / vl;
+  const size_t nstrip = p->dwb_sr ? (p->out[1] + p->dwb_sr - 1) / p->dwb_sr : 1;
   mrt_dwb_job job = {p, x, res, y, (char *)scratch, mrt_dwb_stride(p), nblk, nstrip, p->batch * nblk * nstrip, 1};
 #if defined(__x86_64__)
   mrt_task_fn fn = mrt_dwb_task__avx2;
 #if MRT_SGEMM_AVX512
   if (vl == 16) fn = mrt_dwb_task__avx512;
+  if (!p->dwb_oc) { /* the row path: a task is a run of planes */
+    fn = mrt_dwr_task;
+    job.stride = mrt_round_up(mrt_dwr_stride(p), 64);
+    job.items = p->batch * p->c_out;
+  }
 #endif
 #else
   const mrt_task_fn fn = mrt_dwb_task;
@@ -364,6 +507,26 @@ static mrt_status mrt_conv_dwb_prepare(mrt_ctx *ctx, mrt_conv_params *p, const m
   if (!vl) return MRT_STATUS_OK; /* SSE */
 #endif
   const size_t OW = p->out[2], OH = p->out[1], sy = p->s[1], nblk = (p->c_out + vl - 1) / vl;
+#if MRT_SGEMM_AVX512
+  /* The row path where its 16-output rows are full enough (see mrt_dwr_plane). */
+  if (vl == 16 && p->k[1] == p->k[2] && p->k[1] == 3 && p->s[1] == p->s[2] &&
+      p->s[1] <= 2 && p->d[1] == 1 && p->d[2] == 1 && (size_t)p->pb[2] < p->k[2] && (size_t)p->pb[1] < p->k[1] &&
+      OW >= 56) {
+    const uint64_t nw = (uint64_t)p->c_out * (p->kvol + 1);
+    float *pw = (float *)mrt_ctx_alloc(ctx, (size_t)nw * sizeof(float));
+    if (!pw) return MRT_STATUS_OUT_OF_MEMORY;
+    const float *wd = (const float *)w->data, *bd = b ? (const float *)b->data : NULL;
+    for (size_t c = 0; c < p->c_out; ++c) {
+      for (size_t t = 0; t < p->kvol; ++t) pw[c * p->kvol + t] = wd[c * p->kvol + t];
+      pw[p->c_out * p->kvol + c] = bd ? bd[c] : 0.0f;
+    }
+    p->dwb_vl = vl;
+    p->dwb_oc = 0;
+    p->dwb_w = pw;
+    mrt_ctx_request_scratch(ctx, mrt_ctx_threads(ctx) * mrt_round_up(mrt_dwr_stride(p), 64));
+    return MRT_STATUS_OK;
+  }
+#endif
   /* Where the plane path measured faster (profile_nodes, MobileNetV2 and
    * EfficientNet-B0, same run): AVX2's 8-float rows on 3x3 planes 28 or more
    * outputs wide (144 x 56 x 56: 218 against 273 us; 192 x 28 x 28: 82 against
