@@ -123,14 +123,14 @@ typedef struct mrt_dense_job {
   const float *x, *w, *bias, *res;
   float *y;
   char *scratch;
-  size_t chunks;
+  size_t chunks, cw, per_task; /* chunks of cw pixels a panel; items a task */
 } mrt_dense_job;
 
-MRT_AVX512F static void mrt_conv_dense_task(void *varg, size_t task, size_t thread) {
-  const mrt_dense_job *jb = (const mrt_dense_job *)varg;
+/* Item `item` (panel-major: item / chunks is the panel) on `thread`'s buffer. */
+MRT_AVX512F static void mrt_conv_dense_item(const mrt_dense_job *jb, size_t item, size_t thread) {
   const mrt_conv_params *p = jb->p;
-  const size_t pn = task / jb->chunks, j0 = task % jb->chunks * MRT_DENSE_JB;
-  const size_t pix = p->out_pix, nj = mrt_min(MRT_DENSE_JB, pix - j0), kd = p->kdim;
+  const size_t pn = item / jb->chunks, j0 = item % jb->chunks * jb->cw;
+  const size_t pix = p->out_pix, nj = mrt_min(jb->cw, pix - j0), kd = p->kdim;
   const size_t ow = p->out[2], oh = p->out[1], xw = p->xp[2], xh = p->xp[1];
   float *ct = (float *)(jb->scratch + thread * MRT_DENSE_CT_BYTES);
   /* Each pixel's first tap in the padded copy (a ragged last tile repeats
@@ -167,16 +167,28 @@ MRT_AVX512F static void mrt_conv_dense_task(void *varg, size_t task, size_t thre
   }
 }
 
+/* A run of items a thread: consecutive items share a panel's weights (in
+ * that core's L2), so each thread reads only its share of the panels. */
+static void mrt_conv_dense_task(void *varg, size_t task, size_t thread) {
+  const mrt_dense_job *jb = (const mrt_dense_job *)varg;
+  const size_t items = jb->chunks * (jb->p->m / MRT_DENSE_NC), i1 = mrt_min(items, (task + 1) * jb->per_task);
+  for (size_t i = task * jb->per_task; i < i1; ++i) mrt_conv_dense_item(jb, i, thread);
+}
+
 /* Group g of one batch item: xp its padded input, y / res its output
- * channels. */
+ * channels. Chunks evened out to whole tiles (196 pixels: 66 + 66 + 64, not
+ * 96 + 96 + 4). */
 static void mrt_conv_dense_run(mrt_pool *pool, const mrt_conv_params *p, size_t g, const float *xp,
                                const float *bias, const float *res, float *y, void *scratch) {
   const size_t chunks = (p->out_pix + MRT_DENSE_JB - 1) / MRT_DENSE_JB, panels = p->m / MRT_DENSE_NC;
-  mrt_dense_job job = {p, xp, p->dense_w + g * p->m * p->kdim, bias, res, y, (char *)scratch, chunks};
-  const size_t tasks = mrt_pool_tasks(pool, p->m * p->out_pix * p->kdim, (size_t)1 << 17);
+  const size_t cw = mrt_round_up((p->out_pix + chunks - 1) / chunks, MRT_DENSE_NP), items = chunks * panels;
+  mrt_dense_job job = {p, xp, p->dense_w + g * p->m * p->kdim, bias, res, y, (char *)scratch, chunks, cw, items};
+  const size_t tasks = mrt_min(items, mrt_pool_tasks(pool, p->m * p->out_pix * p->kdim, (size_t)1 << 17));
   if (tasks <= 1) {
-    for (size_t t = 0; t < chunks * panels; ++t) mrt_conv_dense_task(&job, t, 0);
+    mrt_conv_dense_task(&job, 0, 0);
     return;
   }
-  mrt_parallel_for(pool, chunks * panels, mrt_conv_dense_task, &job);
+  const size_t threads = mrt_pool_threads(pool);
+  job.per_task = (items + threads - 1) / threads;
+  mrt_parallel_for(pool, (items + job.per_task - 1) / job.per_task, mrt_conv_dense_task, &job);
 }
