@@ -462,7 +462,11 @@ MRT_DWR_AVX512 static void mrt_dwr_task(void *varg, size_t task, size_t thread) 
 static void mrt_conv_dwb_run(mrt_pool *pool, const mrt_conv_params *p, const float *x, const float *res,
                              float *y, void *scratch) {
   const size_t vl = p->dwb_vl, nblk = (p->c_out + vl - 1) / vl;
-  const size_t nstrip = p->dwb_sr ? (p->out[1] + p->dwb_sr - 1) / p->dwb_sr : 1;
+#if MRT_SGEMM_AVX512
+  const size_t nstrip = p->dwb_sr ? (p->out[1] + p->dwb_sr - 1) / p->dwb_sr : 1; /* (0: the row path) */
+#else
+  const size_t nstrip = (p->out[1] + p->dwb_sr - 1) / p->dwb_sr;
+#endif
   mrt_dwb_job job = {p, x, res, y, (char *)scratch, mrt_dwb_stride(p), nblk, nstrip, p->batch * nblk * nstrip, 1};
 #if defined(__x86_64__)
   mrt_task_fn fn = mrt_dwb_task__avx2;
