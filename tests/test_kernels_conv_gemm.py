@@ -444,15 +444,15 @@ def test_few_rows_matmul_b_in_place(isa, m, k, n):
 # --- dense convolutions without im2col (AVX-512) ---------------------------------------
 # A KxK convolution with whole 64-channel panels of output channels, 16+ input channels
 # a group and constant weights runs as 6-pixel x 64-channel tiles whose vectors hold
-# output channels and whose broadcasts read the (padded) input in place, one pixel's
-# tap at a time (conv_dense.h), in tasks of (panel, 96 pixels) and k blocks of 128,
-# then transposed into Y's rows in 16 x 16 blocks with the bias, the clamp, the
-# residual and the activation. Shapes: ResNet-50's 3x3 (k = 576: five k blocks, the
-# last ragged; 56 wide: tiles span rows), chunks of 96 + 96 + 4 pixels (a ragged
-# tile and the transpose's tail), asymmetric pads, no pad (the input read itself),
-# dilation, 5x5, stride 2, groups, batch 2, 1-D; and 80 output channels (past the
-# panels: im2col). Every fused pattern, 1, 2 and 4 threads (the same bytes), every
-# ISA cap (AVX2 and SSE run im2col).
+# output channels and whose broadcasts read the padded input in place, one pixel's tap
+# at a time (conv_dense.h), in items of (panel, chunk of up to 96 pixels), a run of
+# them a thread, k blocks of 128, then transposed into Y's rows in 16 x 16 blocks with
+# the bias and the clamp, then the residual and the activation. Shapes: ResNet-50's 3x3
+# (k = 576: five k blocks, the last ragged; 56 wide: tiles span rows), 196 pixels in
+# chunks of 66 + 66 + 64 (ragged tiles, the transpose's tails), asymmetric pads, no
+# pad, dilation, 5x5, stride 2, pads past the kernel, groups (a panel per group), batch
+# 2, 1-D; and 80 output channels (past the panels: im2col). Every fused pattern, 1, 2
+# and 4 threads (the same bytes), every ISA cap (AVX2 and SSE run im2col).
 
 DENSE_CONVS = [
     # (n, c_in, c_out, h, w, kernel, pads (top, left, bottom, right), stride, dilation, group)
@@ -464,6 +464,7 @@ DENSE_CONVS = [
     (1, 16, 64, 10, 41, 5, (2, 2, 2, 2), 1, 1, 1),
     (1, 32, 64, 23, 29, 3, (1, 1, 1, 1), 2, 1, 1),
     (1, 64, 128, 10, 25, 3, (1, 1, 1, 1), 1, 1, 2),
+    (1, 16, 64, 9, 40, 3, (4, 5, 0, 0), 2, 1, 1),
     (1, 40, 80, 11, 21, 3, (1, 1, 1, 1), 1, 1, 1),
     (1, 16, 64, 1, 200, 3, (0, 1, 0, 1), 1, 1, 1),
 ]
