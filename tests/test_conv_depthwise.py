@@ -216,16 +216,18 @@ def test_depthwise_interleaved_gather(isa, shape, c):
     assert np.array_equal(one, two)
 
 
-# AVX-512 runs 3x3 layers 56 or more outputs wide on the row path (vectors
-# along a plane's rows, each input row read once into a zero-padded row
-# buffer, split into even and odd columns at stride 2, two output rows a
-# pass): rows ending in a ragged vector, odd output heights (a last pass of
-# one row), pads of 0, 1 and 2 on either side, odd input widths.
+# AVX-512 runs 3x3 layers 56 or more outputs wide (stride 2: 28) on the row
+# path (vectors along a plane's rows, each input row read once into a
+# zero-padded row buffer, split into even and odd columns at stride 2, two
+# output rows a pass): rows ending in a ragged vector, odd output heights (a
+# last pass of one row), pads of 0, 1 and 2 on either side, odd input widths.
 ROWS = {
     "s1_ow56": ((5, 56), {"pads": [1, 1, 1, 1]}),
     "s1_asym_ow59": ((7, 60), {"pads": [0, 1, 2, 0]}),
     "s1_nopad_ow62": ((6, 64), {}),
     "s1_ow113": ((4, 113), {"pads": [1, 1, 1, 1]}),
+    "s2_ow28": ((7, 56), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    "s2_ow31": ((9, 61), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
     "s2_ow56": ((9, 112), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
     "s2_oddw_ow57": ((8, 113), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
     "s2_nopad_ow57": ((7, 115), {"strides": [2, 2]}),

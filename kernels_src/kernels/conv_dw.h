@@ -319,20 +319,20 @@ MRT_DWB(, , mrt_v4f, 4, MRT_DWB_LO4, MRT_DWB_HI4, 4, 0)
 
 #if MRT_SGEMM_AVX512
 /*
- * The row path (AVX-512; dwb_oc 0 marks it): 3x3 kernels of stride 1 or 2 on
- * planes 56 or more outputs wide. There the blocked path's transposes (a
- * 16 x 16 block is 64 shuffles, on the one port that shuffles; stride 2
- * transposes four input pixels an output) cost more than the taps. Here a
- * vector holds 16 outputs of one row of one channel, as in the plane path,
- * but with no padded copy of the plane: each input row is read once into a
- * short zero-padded row buffer in L1 as the output rows reach it (stride 2:
- * split into its even and odd columns, one two-source permute a vector, so
- * every tap is an unaligned load at a constant offset), and two output rows
- * at a time are stored straight into the plane. Weights [channel][tap] then
- * the biases, copied at prepare. MobileNetV2, one thread, profile_nodes,
- * against the blocked path in the same runs: 96 x 112 x 112 stride 2 255 ->
- * 198 us, 32 x 112 x 112 130 -> 100, 144 x 56 x 56 156 -> 135; on 28-wide
- * planes it lost (192 x 28 x 28: 46 -> 55, 144 x 56 x 56 stride 2 even).
+ * The row path (AVX-512; dwb_oc 0 marks it): 3x3 kernels, stride 1 on planes
+ * 56 or more outputs wide, stride 2 from 28. There the blocked path's
+ * transposes (a 16 x 16 block is 64 shuffles, on the one port that shuffles;
+ * stride 2 transposes four input pixels an output) cost more than the taps.
+ * Here a vector holds 16 outputs of one row of one channel, as in the plane
+ * path, but with no padded copy of the plane: each input row is read once
+ * into a short zero-padded row buffer in L1 as the output rows reach it
+ * (stride 2: split into its even and odd columns, one two-source permute a
+ * vector, so every tap is an unaligned load at a constant offset), and two
+ * output rows at a time are stored straight into the plane. Weights
+ * [channel][tap] then the biases, copied at prepare. MobileNetV2, one thread,
+ * profile_nodes, against the blocked path in the same runs: 96 x 112 x 112
+ * stride 2 255 -> 194 us, 32 x 112 x 112 130 -> 98, 144 x 56 x 56 156 -> 139,
+ * 144 x 56 x 56 stride 2 78.5 -> 72.4 (with the row prefetch; 90 without).
  */
 #define MRT_DWR_AVX512 __attribute__((target("avx512f,avx2,fma")))
 
@@ -516,10 +516,13 @@ static mrt_status mrt_conv_dwb_prepare(mrt_ctx *ctx, mrt_conv_params *p, const m
 #endif
   const size_t OW = p->out[2], OH = p->out[1], sy = p->s[1], nblk = (p->c_out + vl - 1) / vl;
 #if MRT_SGEMM_AVX512
-  /* The row path where its 16-output rows are full enough (see mrt_dwr_plane). */
+  /* The row path where it measured faster (see above): 3x3, rows of 56 or
+   * more outputs, 28 or more at stride 2 (whose blocked path transposes four
+   * input pixels an output). 5x5 lost (EfficientNet-B0's 144 x 56 x 56
+   * stride 2: 125 -> 166 us), as did 28-wide stride 1 and 14-wide stride 2. */
   if (vl == 16 && p->k[1] == p->k[2] && p->k[1] == 3 && p->s[1] == p->s[2] &&
       p->s[1] <= 2 && p->d[1] == 1 && p->d[2] == 1 && (size_t)p->pb[2] < p->k[2] && (size_t)p->pb[1] < p->k[1] &&
-      OW >= 56) {
+      OW >= (p->s[1] == 2 ? 28 : 56)) {
     const uint64_t nw = (uint64_t)p->c_out * (p->kvol + 1);
     float *pw = (float *)mrt_ctx_alloc(ctx, (size_t)nw * sizeof(float));
     if (!pw) return MRT_STATUS_OUT_OF_MEMORY;
