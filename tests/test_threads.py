@@ -1,7 +1,7 @@
 """The thread pool: outputs at 1, 2 and 4 threads are the same bytes and match
 onnxruntime (MobileNetV2, a GEMM model, a BERT-like encoder block, FusedConv
 residual / activation epilogues, int8 convolutions and a residual QLinearAdd, ResNet's
-56x56 pointwise layers, MobileNetV2's 14x14 block); the option
+56x56 pointwise layers, MobileNetV2's 14x14 block, broadcast elementwise ops, pools); the option
 in Python (in-process, like onnxruntime's SessionOptions) and Java (host JVM
 through the JNI glue); a --no-threads build has no pthread symbol and still
 runs; and ThreadSanitizer (Debian's clang) finds no data race running the
@@ -258,6 +258,42 @@ def small_projections():
     return _model(nodes, inits, feeds, ["y", "y60", "y7"]), feeds
 
 
+def broadcasts():
+    """Broadcast elementwise ops big enough to split by rows of their plan: a
+    squeeze-excitation's channel scale (GlobalAveragePool -> Sigmoid -> Mul
+    [1, 144, 56, 56] * [1, 144, 1, 1], both operand orders), a Sub whose plan
+    keeps four dims and 786 rows (ragged runs), a bias row [300, 256] + [256] and
+    a variadic Sum widening in place."""
+    nodes = [helper.make_node("GlobalAveragePool", ["x"], ["g"]),
+             helper.make_node("Sigmoid", ["g"], ["s"]),
+             helper.make_node("Mul", ["x", "s"], ["y1"]),
+             helper.make_node("Mul", ["s", "x"], ["y2"]),
+             helper.make_node("Sub", ["v", "w"], ["y3"]),
+             helper.make_node("Add", ["h", "bias"], ["y4"]),
+             helper.make_node("Sum", ["s", "x", "t"], ["y5"])]
+    inits = [numpy_helper.from_array(randn(3, 1, 129), "w"), numpy_helper.from_array(randn(256), "bias"),
+             numpy_helper.from_array(randn(56), "t")]
+    feeds = {"x": randn(1, 144, 56, 56), "v": randn(2, 3, 131, 129), "h": randn(300, 256)}
+    return _model(nodes, inits, feeds, ["y1", "y2", "y3", "y4", "y5"]), feeds
+
+
+def pools():
+    """Pools big enough to split (runs of planes): ResNet's 3x3 stride-2 MaxPool
+    on 64 x 112 x 112, a padded ceil_mode AveragePool over 32 planes (ragged
+    runs), a 3-D MaxPool, a stride-1 one (the flat form), and GlobalAveragePools
+    of squeeze-excitation size on 7 x 7 and 14 x 14 planes."""
+    nodes = [helper.make_node("MaxPool", ["x"], ["y1"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("AveragePool", ["a"], ["y2"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 0, 1, 1],
+                              ceil_mode=1, count_include_pad=1),
+             helper.make_node("MaxPool", ["v"], ["y3"], kernel_shape=[2, 3, 3], strides=[2, 2, 2]),
+             helper.make_node("MaxPool", ["a"], ["y4"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("GlobalAveragePool", ["g7"], ["y5"]),
+             helper.make_node("GlobalAveragePool", ["g14"], ["y6"])]
+    feeds = {"x": randn(1, 64, 112, 112), "a": randn(2, 16, 75, 67), "v": randn(1, 16, 8, 40, 40),
+             "g7": randn(1, 1152, 7, 7), "g14": randn(1, 672, 14, 14)}
+    return _model(nodes, [], feeds, ["y1", "y2", "y3", "y4", "y5", "y6"]), feeds
+
+
 def _feeds_for(model: onnx.ModelProto) -> dict:
     rng = np.random.default_rng(7)
     feeds = {}
@@ -279,6 +315,8 @@ def thread_models(tmp_path_factory):
     onnx.save(int8_cnn()[0], str(d / "int8_cnn.onnx"))
     onnx.save(large_planes()[0], str(d / "large_planes.onnx"))
     onnx.save(small_projections()[0], str(d / "small_projections.onnx"))
+    onnx.save(broadcasts()[0], str(d / "broadcasts.onnx"))
+    onnx.save(pools()[0], str(d / "pools.onnx"))
     return d
 
 
@@ -349,7 +387,7 @@ def _outputs(work: Path, name: str, threads: int) -> list[np.ndarray]:
 
 
 NAMES = ("mobilenet_v2", "gemm", "bert_like", "small_image_convs", "conv_epilogues", "cnn_convs", "int8_cnn",
-         "large_planes", "small_projections")
+         "large_planes", "small_projections", "broadcasts", "pools")
 
 
 @pytest.fixture(scope="module")

@@ -46,6 +46,43 @@ int mrt_bcast_plan(mrt_bcast *p, const int64_t *ad, uint32_t an, const int64_t *
   return 1;
 }
 
+#if MRT_ENABLE_THREADS
+/* Threads split a plan by its rows (binary.c): the walk starts at any row. */
+void mrt_bcast_run_rows_f32(const mrt_bcast *p, const float *a, const float *b, float *y, mrt_bcast_row_fn row,
+                            size_t r0, size_t r1) {
+  const uint32_t k = p->ndim;
+  if (k == 0 || r0 >= r1) return;
+  const size_t inner = p->n[k - 1];
+  size_t idx[MRT_MAX_DIMS] = {0};
+  size_t oa = 0, ob = 0;
+  /* r0's place on the odometer over the outer dims. */
+  size_t q = r0;
+  for (uint32_t d = k - 1; d-- > 0; q /= p->n[d]) {
+    idx[d] = q % p->n[d];
+    oa += idx[d] * p->sa[d], ob += idx[d] * p->sb[d];
+  }
+  y += r0 * inner;
+  for (size_t r = r0;;) {
+    row(inner, a + oa, p->sa[k - 1], b + ob, p->sb[k - 1], y);
+    if (++r == r1) return;
+    y += inner;
+    /* Odometer over the outer dims, keeping input offsets incrementally
+     * (r < r1 <= the row count: it never runs off the end). */
+    for (uint32_t d = k - 1;;) {
+      d--;
+      oa += p->sa[d], ob += p->sb[d];
+      if (++idx[d] < p->n[d]) break;
+      oa -= p->sa[d] * p->n[d], ob -= p->sb[d] * p->n[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+void mrt_bcast_run_f32(const mrt_bcast *p, const float *a, const float *b, float *y,
+                       mrt_bcast_row_fn row) {
+  mrt_bcast_run_rows_f32(p, a, b, y, row, 0, mrt_bcast_rows(p));
+}
+#else
 void mrt_bcast_run_f32(const mrt_bcast *p, const float *a, const float *b, float *y,
                        mrt_bcast_row_fn row) {
   const uint32_t k = p->ndim;
@@ -68,6 +105,7 @@ void mrt_bcast_run_f32(const mrt_bcast *p, const float *a, const float *b, float
     }
   }
 }
+#endif
 
 MRT_PREPARE_CODE
 int mrt_bcastn_plan(mrt_bcastn *p, uint32_t nin, const mrt_tensor *const *in, const mrt_tensor *y,

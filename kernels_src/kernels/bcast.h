@@ -31,6 +31,16 @@ int mrt_bcast_plan(mrt_bcast *p, const int64_t *ad, uint32_t an, const int64_t *
                    const int64_t *yd, uint32_t yn, int exact);
 void mrt_bcast_run_f32(const mrt_bcast *p, const float *a, const float *b, float *y,
                        mrt_bcast_row_fn row);
+/* Rows r0 <= r < r1 of y (a row: the innermost collapsed dim, n[ndim - 1]
+ * elements): a thread's share of the walk. Builds with the thread pool only. */
+void mrt_bcast_run_rows_f32(const mrt_bcast *p, const float *a, const float *b, float *y, mrt_bcast_row_fn row,
+                            size_t r0, size_t r1);
+/* The number of rows: the product of the outer collapsed dims (0 when y is empty). */
+static inline size_t mrt_bcast_rows(const mrt_bcast *p) {
+  size_t r = p->ndim ? 1 : 0;
+  for (uint32_t d = 0; d + 1 < p->ndim; d++) r *= p->n[d];
+  return r;
+}
 
 /* Opset < 7 broadcasting (`broadcast` = 1 on Add, Sub, Mul, Div, Pow): b is aligned
  * with a at attribute `axis` (default: trailing). When the node asks for it, b's dims

@@ -128,35 +128,46 @@ mrt_status PREPARE(mrt_node *node, mrt_ctx *ctx) {
 }
 
 #if MRT_ENABLE_THREADS
-/* A large flat row (same shapes, or one operand a scalar: the plan collapsed
- * to one dim) is cut between the threads: the op is memory-bound, but two
- * cores move more bytes than one (a ResNet's residual Adds). */
+/* A large output is cut between the threads: the op is memory-bound, but two
+ * cores move more bytes than one (a ResNet's residual Adds). A flat row (same
+ * shapes, or one operand a scalar: the plan collapsed to one dim) in chunks;
+ * a broadcast plan by runs of its rows (a squeeze-excitation's channel scale
+ * [1, C, H, W] * [1, C, 1, 1]: a run of channels a task, the ones the same
+ * thread's share of the layer before wrote). */
 #define BIN_TASK_ELEMS ((size_t)1 << 15)
+#define BIN_ROWS_TASK_ELEMS ((size_t)1 << 13)
 
 typedef struct bin_job {
+  const mrt_bcast *plan;
   const float *a, *b;
   float *y;
-  size_t n, sa, sb, chunk;
+  size_t n, chunk;
 } bin_job;
 
 static void bin_task(void *arg, size_t t, size_t thread) {
   const bin_job *j = arg;
   MRT_UNUSED(thread);
   const size_t lo = t * j->chunk, len = j->n - lo < j->chunk ? j->n - lo : j->chunk;
-  bin_row(len, j->a + (j->sa ? lo : 0), j->sa, j->b + (j->sb ? lo : 0), j->sb, j->y + lo);
+  if (j->plan->ndim > 1) {
+    mrt_bcast_run_rows_f32(j->plan, j->a, j->b, j->y, bin_row, lo, lo + len);
+    return;
+  }
+  const size_t sa = j->plan->sa[0], sb = j->plan->sb[0];
+  bin_row(len, j->a + (sa ? lo : 0), sa, j->b + (sb ? lo : 0), sb, j->y + lo);
 }
 #endif
 
 static void bin_plan_run(const mrt_node *node, const mrt_bcast *plan, const float *a, const float *b, float *y) {
 #if MRT_ENABLE_THREADS
-  if (plan->ndim == 1) {
-    const size_t n = plan->n[0], tasks = mrt_pool_tasks(node->pool, n, BIN_TASK_ELEMS);
-    if (tasks > 1) {
-      const size_t chunk = ((n + tasks - 1) / tasks + 15) & ~(size_t)15;
-      bin_job job = {a, b, y, n, plan->sa[0], plan->sb[0], chunk};
-      mrt_parallel_for(node->pool, (n + chunk - 1) / chunk, bin_task, &job);
-      return;
-    }
+  const size_t rows = mrt_bcast_rows(plan), inner = plan->ndim ? plan->n[plan->ndim - 1] : 0;
+  const size_t tasks = mrt_pool_tasks(node->pool, rows * inner, plan->ndim > 1 ? BIN_ROWS_TASK_ELEMS : BIN_TASK_ELEMS);
+  if (tasks > 1) {
+    /* Chunks of a flat row: whole vectors (16 floats); of a plan: whole rows. */
+    const size_t n = plan->ndim > 1 ? rows : inner;
+    const size_t chunk = plan->ndim > 1 ? (n + tasks - 1) / tasks : ((n + tasks - 1) / tasks + 15) & ~(size_t)15;
+    bin_job job = {plan, a, b, y, n, chunk};
+    mrt_parallel_for(node->pool, (n + chunk - 1) / chunk, bin_task, &job);
+    return;
   }
 #else
   MRT_UNUSED(node);
