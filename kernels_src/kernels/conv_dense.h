@@ -123,14 +123,16 @@ typedef struct mrt_dense_job {
   const float *x, *w, *bias, *res;
   float *y;
   char *scratch;
-  size_t chunks, cw, per_task; /* chunks of cw pixels a panel; items a task */
+  size_t chunks, tiles, per_task; /* chunks a panel (of its tiles, evened out); items a task */
 } mrt_dense_job;
 
 /* Item `item` (panel-major: item / chunks is the panel) on `thread`'s buffer. */
 MRT_AVX512F static void mrt_conv_dense_item(const mrt_dense_job *jb, size_t item, size_t thread) {
   const mrt_conv_params *p = jb->p;
-  const size_t pn = item / jb->chunks, j0 = item % jb->chunks * jb->cw;
-  const size_t pix = p->out_pix, nj = mrt_min(jb->cw, pix - j0), kd = p->kdim;
+  const size_t pn = item / jb->chunks, c = item % jb->chunks, pix = p->out_pix, kd = p->kdim;
+  const size_t j0 = c * jb->tiles / jb->chunks * MRT_DENSE_NP;
+  const size_t nj = mrt_min(pix, (c + 1) * jb->tiles / jb->chunks * MRT_DENSE_NP) - j0;
+  if (nj == 0 || j0 >= pix) return;
   const size_t ow = p->out[2], oh = p->out[1], xw = p->xp[2], xh = p->xp[1];
   float *ct = (float *)(jb->scratch + thread * MRT_DENSE_CT_BYTES);
   /* Each pixel's first tap in the padded copy (a ragged last tile repeats
@@ -183,19 +185,24 @@ static void mrt_conv_dense_task(void *varg, size_t task, size_t thread) {
 }
 
 /* Group g of one batch item: xp its padded input, y / res its output
- * channels. Chunks evened out to whole tiles (196 pixels: 66 + 66 + 64, not
- * 96 + 96 + 4). */
+ * channels. A panel's tiles are dealt evenly over its chunks (196 pixels:
+ * 66 + 66 + 64, not 96 + 96 + 4), and when the panels do not split evenly
+ * over the threads, the chunks do (64 channels on 56 x 56, 2 threads: 34
+ * chunks, 17 a thread, not 33). Each pixel's sums do not depend on its chunk:
+ * the same bytes at every thread count. */
 static void mrt_conv_dense_run(mrt_pool *pool, const mrt_conv_params *p, size_t g, const float *xp,
                                const float *bias, const float *res, float *y, void *scratch) {
-  const size_t chunks = (p->out_pix + MRT_DENSE_JB - 1) / MRT_DENSE_JB, panels = p->m / MRT_DENSE_NC;
-  const size_t cw = mrt_round_up((p->out_pix + chunks - 1) / chunks, MRT_DENSE_NP), items = chunks * panels;
-  mrt_dense_job job = {p, xp, p->dense_w + g * p->m * p->kdim, bias, res, y, (char *)scratch, chunks, cw, items};
-  const size_t tasks = mrt_min(items, mrt_pool_tasks(pool, p->m * p->out_pix * p->kdim, (size_t)1 << 17));
+  const size_t tiles = (p->out_pix + MRT_DENSE_NP - 1) / MRT_DENSE_NP, panels = p->m / MRT_DENSE_NC;
+  const size_t threads = mrt_pool_threads(pool);
+  size_t chunks = (tiles * MRT_DENSE_NP + MRT_DENSE_JB - 1) / MRT_DENSE_JB;
+  const size_t tasks = mrt_min(chunks * panels, mrt_pool_tasks(pool, p->m * p->out_pix * p->kdim, (size_t)1 << 17));
+  if (tasks > 1 && panels % threads) chunks = mrt_round_up(chunks, threads);
+  const size_t items = chunks * panels;
+  mrt_dense_job job = {p, xp, p->dense_w + g * p->m * p->kdim, bias, res, y, (char *)scratch, chunks, tiles, items};
   if (tasks <= 1) {
     mrt_conv_dense_task(&job, 0, 0);
     return;
   }
-  const size_t threads = mrt_pool_threads(pool);
   job.per_task = (items + threads - 1) / threads;
   mrt_parallel_for(pool, (items + job.per_task - 1) / job.per_task, mrt_conv_dense_task, &job);
 }
