@@ -108,7 +108,7 @@ static inline size_t mrt_dwb_interleave(const mrt_conv_params *p) {
  * above. The transpose is log2(VL) rounds of interleaving vector i with vector
  * i + VL/2: after them vector k holds lane k of every input vector.
  */
-#define MRT_DWB(SUF, ATTR, VT, VL, LO, HI, NX, EXTRA)                                                          \
+#define MRT_DWB(SUF, ATTR, VT, VL, LO, HI, NX, EXTRA, MASK)                                                          \
   ATTR static inline __attribute__((always_inline)) VT mrt_dwb_clamp##SUF(VT v, VT lo, VT hi) {         \
     MRT_DWB_CLAMP_BODY(v, lo, hi)                                                                       \
   }                                                                                                     \
@@ -163,10 +163,21 @@ static inline size_t mrt_dwb_interleave(const mrt_conv_params *p) {
           if (++col == W) col = 0, dst += iw * (VL);                                                    \
         }                                                                                               \
       }                                                                                                 \
-    /* A ragged end or block: through the zeroed staging block. */                                      \
+    /* A ragged end or block: through the zeroed staging block (MASK: by                                \
+     * masked loads, zeros past the end, and no stage). */                                              \
     for (; i < n; i += (VL)) {                                                                          \
       VT v[VL];                                                                                         \
       const size_t m = mrt_min((VL), n - i);                                                            \
+      if (MASK) {                                                                                       \
+        _Pragma("clang loop unroll(full)") for (size_t c = 0; c < (VL); ++c)                            \
+          v[c] = c < nch ? mrt_dwb_ld##SUF(src + c * plane + i, m) : (VT){0};                           \
+        mrt_dwb_tr##SUF(v);                                                                             \
+        for (size_t k = 0; k < m; ++k) {                                                                \
+          if (col < cw) *(VT *)(dst + col * (VL)) = v[k];                                               \
+          if (++col == W) col = 0, dst += iw * (VL);                                                    \
+        }                                                                                               \
+        continue;                                                                                       \
+      }                                                                                                 \
       memset(stage, 0, (VL) * (VL) * sizeof(float));                                                    \
       for (size_t c = 0; c < nch; ++c) memcpy(stage + c * (VL), src + c * plane + i, m * sizeof(float)); \
       _Pragma("clang loop unroll(full)") for (size_t c = 0; c < (VL); ++c)                               \
@@ -284,6 +295,13 @@ static inline size_t mrt_dwb_interleave(const mrt_conv_params *p) {
       for (; i < n; i += (VL)) {                                                                        \
         VT v[VL];                                                                                       \
         const size_t m = mrt_min((VL), n - i);                                                          \
+        if (MASK) { /* pixels past n are read from the tile's end or stage (never stored) */            \
+          _Pragma("clang loop unroll(full)") for (size_t k = 0; k < (VL); ++k)                          \
+            __builtin_memcpy(&v[k], out + (i + k) * (VL), sizeof(VT));                                  \
+          mrt_dwb_tr##SUF(v);                                                                           \
+          for (size_t c = 0; c < nch; ++c) mrt_dwb_st##SUF(y + c * ypix + i, v[c], m);                  \
+          continue;                                                                                     \
+        }                                                                                               \
         memset(stage, 0, (VL) * (VL) * sizeof(float));                                                  \
         memcpy(stage, out + i * (VL), m * (VL) * sizeof(float));                                        \
         _Pragma("clang loop unroll(full)") for (size_t k = 0; k < (VL); ++k)                             \
@@ -307,14 +325,26 @@ static inline size_t mrt_dwb_interleave(const mrt_conv_params *p) {
     for (size_t i = task * j->per_task; i < i1; ++i) mrt_dwb_item##SUF(j, i, thread);                   \
   }
 
+/* MASK, per copy: ragged ends of the transposes by masked loads and stores
+ * (AVX-512) instead of the zeroed stage and a memcpy a channel: a 7 x 7 plane
+ * is three whole 16-pixel groups and a ragged one, in and out. The others'
+ * (never called) stand-ins: */
+#define MRT_DWB_NO_MASK(SUF, VT)                                                              \
+  static inline VT mrt_dwb_ld##SUF(const float *s, size_t m) { return (void)s, (void)m, (VT){0}; } \
+  static inline void mrt_dwb_st##SUF(float *d, VT v, size_t m) { (void)d, (void)v, (void)m; }
+
 #if defined(__x86_64__)
 /* (SSE-only x86_64 keeps the plane path: 4 lanes cost 17 KB of code there.) */
-MRT_DWB(__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8, MRT_DWB_LO8, MRT_DWB_HI8, 8, 1)
+MRT_DWB_NO_MASK(__avx2, mrt_v8f)
+MRT_DWB(__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8, MRT_DWB_LO8, MRT_DWB_HI8, 8, 1, 0)
 #if MRT_SGEMM_AVX512
-MRT_DWB(__avx512, __attribute__((target("avx512f,avx2,fma"))), mrt_v16f, 16, MRT_DWB_LO16, MRT_DWB_HI16, 8, 2)
+MRT_AVX512F static inline mrt_v16f mrt_dwb_ld__avx512(const float *s, size_t m) { return mrt_load16(s, m); }
+MRT_AVX512F static inline void mrt_dwb_st__avx512(float *d, mrt_v16f v, size_t m) { mrt_store16(d, v, m); }
+MRT_DWB(__avx512, __attribute__((target("avx512f,avx2,fma"))), mrt_v16f, 16, MRT_DWB_LO16, MRT_DWB_HI16, 8, 2, 1)
 #endif
 #else
-MRT_DWB(, , mrt_v4f, 4, MRT_DWB_LO4, MRT_DWB_HI4, 4, 0)
+MRT_DWB_NO_MASK(, mrt_v4f)
+MRT_DWB(, , mrt_v4f, 4, MRT_DWB_LO4, MRT_DWB_HI4, 4, 0, 0)
 #endif
 
 #if MRT_SGEMM_AVX512
