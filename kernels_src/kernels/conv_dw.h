@@ -326,8 +326,8 @@ static inline size_t mrt_dwb_interleave(const mrt_conv_params *p) {
   }
 
 /* MASK, per copy: ragged ends of the transposes by masked loads and stores
- * (AVX-512) instead of the zeroed stage and a memcpy a channel: a 7 x 7 plane
- * is three whole 16-pixel groups and a ragged one, in and out. The others'
+ * (AVX-512, AVX2) instead of the zeroed stage and a memcpy a channel: a 7 x 7
+ * plane is three whole 16-pixel groups and a ragged one, in and out. NEON's
  * (never called) stand-ins: */
 #define MRT_DWB_NO_MASK(SUF, VT)                                                              \
   static inline VT mrt_dwb_ld##SUF(const float *s, size_t m) { return (void)s, (void)m, (VT){0}; } \
@@ -335,8 +335,15 @@ static inline size_t mrt_dwb_interleave(const mrt_conv_params *p) {
 
 #if defined(__x86_64__)
 /* (SSE-only x86_64 keeps the plane path: 4 lanes cost 17 KB of code there.) */
-MRT_DWB_NO_MASK(__avx2, mrt_v8f)
-MRT_DWB(__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8, MRT_DWB_LO8, MRT_DWB_HI8, 8, 1, 0)
+typedef int mrt_dwb_v8i __attribute__((vector_size(32)));
+#define MRT_DWB_M8(m) ((mrt_dwb_v8i){0, 1, 2, 3, 4, 5, 6, 7} < (int)(m))
+__attribute__((target("avx2,fma"))) static inline mrt_v8f mrt_dwb_ld__avx2(const float *s, size_t m) {
+  return (mrt_v8f)__builtin_ia32_maskloadps256((const __attribute__((vector_size(32))) float *)s, MRT_DWB_M8(m));
+}
+__attribute__((target("avx2,fma"))) static inline void mrt_dwb_st__avx2(float *d, mrt_v8f v, size_t m) {
+  __builtin_ia32_maskstoreps256((__attribute__((vector_size(32))) float *)d, MRT_DWB_M8(m), v);
+}
+MRT_DWB(__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8, MRT_DWB_LO8, MRT_DWB_HI8, 8, 1, 1)
 #if MRT_SGEMM_AVX512
 MRT_AVX512F static inline mrt_v16f mrt_dwb_ld__avx512(const float *s, size_t m) { return mrt_load16(s, m); }
 MRT_AVX512F static inline void mrt_dwb_st__avx512(float *d, mrt_v16f v, size_t m) { mrt_store16(d, v, m); }
