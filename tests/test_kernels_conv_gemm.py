@@ -451,8 +451,9 @@ def test_few_rows_matmul_b_in_place(isa, m, k, n):
 # (k = 576: five k blocks, the last ragged; 56 wide: tiles span rows), 196 pixels in
 # chunks of 66 + 66 + 64 (ragged tiles, the transpose's tails), asymmetric pads, no
 # pad, dilation, 5x5, stride 2, pads past the kernel, groups (a panel per group), batch
-# 2, 1-D; and 80 output channels (past the panels: im2col). Every fused pattern, 1, 2
-# and 4 threads (the same bytes), every ISA cap (AVX2 and SSE run im2col).
+# 2, 1-D; and 80 output channels (not whole panels: im2col on AVX-512, 16-channel panels
+# on AVX2, whose tiles are 6 pixels x 16 channels). Every fused pattern, 1, 2 and 4
+# threads (the same bytes), every ISA cap (SSE runs im2col).
 
 DENSE_CONVS = [
     # (n, c_in, c_out, h, w, kernel, pads (top, left, bottom, right), stride, dilation, group)

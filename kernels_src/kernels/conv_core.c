@@ -74,8 +74,10 @@ typedef struct mrt_conv_params {
   int32_t *stem_taps;
   size_t stem_rw, stem_sr;
   /* Dense path without im2col (conv_dense.h; dense_w NULL: im2col): the
-   * weights as [panel of 64 output channels][k][64]. */
+   * weights as [panel of dense_nc output channels][k][dense_nc] (64 on
+   * AVX-512, 16 on AVX2). */
   float *dense_w;
+  size_t dense_nc;
 } mrt_conv_params;
 
 /* The channel-blocked depthwise path is speed code: `--tune size` keeps the
