@@ -556,10 +556,14 @@ static mrt_status mrt_conv_dwb_prepare(mrt_ctx *ctx, mrt_conv_params *p, const m
   /* The row path where it measured faster (see above): 3x3, rows of 56 or
    * more outputs, 28 or more at stride 2 (whose blocked path transposes four
    * input pixels an output). 5x5 lost (EfficientNet-B0's 144 x 56 x 56
-   * stride 2: 125 -> 166 us), as did 28-wide stride 1 and 14-wide stride 2. */
+   * stride 2: 125 -> 166 us), as did 28-wide stride 1 and 14-wide stride 2.
+   * On threads, inputs 56 wide lost too and keep the blocked path (2
+   * threads, MobileNetV2's 144 x 56 x 56: 84 against 92 us, stride 2: 54
+   * against 58); 112 wide won (32 x 112 x 112: 82 -> 60, stride 2 147 -> 137). */
+  const size_t row_min = (p->s[1] == 2 ? 28 : 56) * (mrt_ctx_threads(ctx) > 1 ? 2 : 1);
   if (vl == 16 && p->k[1] == p->k[2] && p->k[1] == 3 && p->s[1] == p->s[2] &&
       p->s[1] <= 2 && p->d[1] == 1 && p->d[2] == 1 && (size_t)p->pb[2] < p->k[2] && (size_t)p->pb[1] < p->k[1] &&
-      OW >= (p->s[1] == 2 ? 28 : 56)) {
+      OW >= row_min) {
     const uint64_t nw = (uint64_t)p->c_out * (p->kvol + 1);
     float *pw = (float *)mrt_ctx_alloc(ctx, (size_t)nw * sizeof(float));
     if (!pw) return MRT_STATUS_OUT_OF_MEMORY;
