@@ -392,6 +392,25 @@ def test_few_input_channel_convs(isa, threads, stem, pattern):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+# On threads the stem path deals one strip of 8 output rows a task (14 strips of a
+# 112-row output had gone 8 + 6 in tasks of two): 13 and 8 strips, batch 2, at
+# 1 to 4 threads give the same bytes, and match onnxruntime.
+STEM_STRIPS = [
+    (1, 3, 24, 200, 40, 3, 2, 1, 1),   # 100 output rows: 13 strips (12 + 4 rows)
+    (2, 3, 16, 64, 33, 7, 2, 3, 1),    # 32 rows a batch item: 2 x 4 strips
+]
+
+
+@pytest.mark.parametrize("stem", STEM_STRIPS, ids=lambda s: "n{}-{}to{}-{}x{}-k{}s{}".format(*s))
+def test_few_input_channel_convs_same_bytes_on_threads(stem):
+    model, feeds = stem_case(*stem, "Add_Relu", seed=7)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    outs = [run_minirt_threads(model, feeds, t)[0] for t in (1, 2, 3, 4)]
+    np.testing.assert_allclose(outs[0], want, rtol=1e-4, atol=1e-4)
+    for got in outs[1:]:
+        assert got.tobytes() == outs[0].tobytes()
+
+
 # --- few rows of C: B read in place by the tiles -------------------------------------
 # Products of at most 128 rows (a multiple of the tile's 8) with rows of tiles read
 # whole B panels from the source, rows a plane apart, and pack only the ragged

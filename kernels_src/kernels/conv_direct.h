@@ -188,8 +188,12 @@ static void mrt_conv_stem_run(mrt_pool *pool, const mrt_conv_params *p, const fl
                               const float *res, float *y, void *scratch) {
   const size_t strips = (p->out[1] + p->stem_sr - 1) / p->stem_sr, items = p->batch * strips;
   size_t per_task;
-  const size_t runs = mrt_conv_runs(pool, items, items * p->stem_sr * p->out[2] * p->c_out * p->c_in * p->kvol,
-                                    MRT_CONV_STEM_TASK_MACS, &per_task);
+  size_t runs = mrt_conv_runs(pool, items, items * p->stem_sr * p->out[2] * p->c_out * p->c_in * p->kvol,
+                              MRT_CONV_STEM_TASK_MACS, &per_task);
+  /* On threads a strip a task, so the threads' runs differ by one strip at
+   * most: 112 output rows are 14 strips, which in tasks of 2 were 4 + 3 tasks,
+   * 8 strips on one thread against 6 (2 threads: 1.75x one thread's speed). */
+  if (runs > 1) runs = items, per_task = 1;
   const mrt_stem_job job = {p, x, bias, res, y, (char *)scratch,
                             mrt_round_up(mrt_stem_buf_floats(p) * sizeof(float), 64), strips, per_task};
   const mrt_stem_task_arg a = {&job, p->kern == &mrt_sgemm_avx512 ? mrt_conv_stem__avx512 : mrt_conv_stem__avx2};
