@@ -109,8 +109,10 @@ def conv_epilogues():
 
 def cnn_convs():
     """Convolutions of a CNN's middle and late stages, where the weights outweigh
-    the image (more output channels than output pixels: the threads pack the
-    im2col panel once, shared, and split the output channels): 3x3 on 14x14,
+    the image (more output channels than output pixels: on im2col the threads
+    pack the panel once, shared, and split the output channels; on x86-64 the
+    3x3s of 96+ output pixels take the dense path, conv_dense.h, whose threads
+    each take a run of weight panels): 3x3 on 14x14,
     a strided 3x3 down to 7x7, a 1x1 with a residual Add + Relu, 200 channels on
     13x13 (edge panels both ways); split as before, a 3x3 on 28x28 with a
     residual and a depthwise 3x3 on 14x14; and strided 3x3s on 56x56 inputs, plain
