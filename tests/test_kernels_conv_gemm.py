@@ -424,8 +424,12 @@ FEW_ROWS = [
     (256, 64, 20, 20, True),
     # 16 rows of C, rows of tiles for the residual; N = 49 = 48 + 1
     (40, 16, 7, 7, True),
-    # 56 rows without a residual: columns of tiles, B packed as before
+    # 56 rows without a residual: columns of tiles, B in place too
     (24, 56, 8, 12, False),
+    # 16 and 40 rows by columns of tiles: two k blocks, N = 1147 = 23 * 48 + 43;
+    # one k block, N = 98 = 2 * 48 + 2
+    (300, 16, 31, 37, False),
+    (96, 40, 7, 14, False),
     # 128 rows, N = 99 = 2 * 48 + 3; 96 rows with a residual
     (200, 128, 9, 11, False),
     (72, 96, 5, 13, True),

@@ -522,9 +522,15 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
    * few tiles' reading it from the source, rows a plane apart, with the
    * tile's prefetch 8 rows ahead. Rows of C whole panels only (no edge rows).
    * Up to 128 rows (1x1 512 -> 128 on 28 x 28: 589-637 -> 541-559 us); 256
-   * lost (1024 -> 256 on 14 x 14: 585-588 -> 620-623). */
-  const int direct_b = rows_first && kern == &mrt_sgemm_avx512 && !b->packed && !b->pack && b->cs == 1 &&
-                       b->scale == 1.0f && m % mr == 0 && m <= MRT_SGEMM_DIRECT_B_ROWS;
+   * lost (1024 -> 256 on 14 x 14: 585-588 -> 620-623). Columns of tiles too
+   * (fewer than 64 rows, no residual): a panel's one to seven tiles read it
+   * in place, the first from memory, the others from L1, where the packer
+   * had written and read it once more (MobileNetV2, one thread, in the whole
+   * model: 1x1 32 -> 16 on 112 x 112 143 -> 96 us, 96 -> 24 on 56 x 56
+   * 136 -> 89, 144 -> 32 on 28 x 28 57 -> 40; EfficientNet-B0's 144 -> 40
+   * on 28 x 28 60 -> 48). */
+  const int direct_b = (rows_first || m < 64) && kern == &mrt_sgemm_avx512 && !b->packed && !b->pack &&
+                       b->cs == 1 && b->scale == 1.0f && m % mr == 0 && m <= MRT_SGEMM_DIRECT_B_ROWS;
   size_t bskip = 0;
 #else
   const size_t nc = kern->nc;
