@@ -68,8 +68,15 @@ typedef struct mrt_dwb_job {
   const float *x, *res;
   float *y;
   char *scratch;
-  size_t stride, nblk, nstrip, items, per_task; /* items: (batch, block, strip) */
+  size_t stride, nblk, nstrip, items, runs; /* items: (batch, block, strip) */
 } mrt_dwb_job;
+
+/* Where run `task` starts: runs of items as even as whole items allow, so
+ * that thread t's share of the pool's contiguous runs is the t-th slice of
+ * the channels (or strips) the layer before wrote on the same thread (the
+ * 1x1 expand on 14 x 14 splits its output channels in halves, 288 of 576
+ * each, where runs of 5 blocks had given one thread 20 of 36). */
+static inline size_t mrt_dwb_run_start(const mrt_dwb_job *j, size_t task) { return task * j->items / j->runs; }
 
 /*
  * Rows of output a chunk computes when the gather interleaves with the taps
@@ -321,8 +328,8 @@ static inline size_t mrt_dwb_interleave(const mrt_conv_params *p) {
   /* A run of items on one thread. */                                                                   \
   ATTR static void mrt_dwb_task##SUF(void *varg, size_t task, size_t thread) {                          \
     const mrt_dwb_job *j = (const mrt_dwb_job *)varg;                                                   \
-    const size_t i1 = mrt_min(j->items, (task + 1) * j->per_task);                                      \
-    for (size_t i = task * j->per_task; i < i1; ++i) mrt_dwb_item##SUF(j, i, thread);                   \
+    const size_t i1 = mrt_dwb_run_start(j, task + 1);                                                   \
+    for (size_t i = mrt_dwb_run_start(j, task); i < i1; ++i) mrt_dwb_item##SUF(j, i, thread);           \
   }
 
 /* MASK, per copy: ragged ends of the transposes by masked loads and stores
@@ -483,8 +490,8 @@ MRT_DWR_AVX512 static void mrt_dwr_task(void *varg, size_t task, size_t thread) 
   float *bufs = (float *)(j->scratch + thread * j->stride);
   const size_t L = mrt_dwr_row(p), K = p->k[1];
   memset(bufs, 0, mrt_dwr_stride(p));
-  const size_t i1 = mrt_min(j->items, (task + 1) * j->per_task);
-  for (size_t i = task * j->per_task; i < i1; ++i) {
+  const size_t i1 = mrt_dwb_run_start(j, task + 1);
+  for (size_t i = mrt_dwb_run_start(j, task); i < i1; ++i) {
     if (p->s[2] == 1)
       mrt_dwr_plane(p, j, i, bufs, L, 3, 1);
     else
@@ -523,9 +530,9 @@ static void mrt_conv_dwb_run(mrt_pool *pool, const mrt_conv_params *p, const flo
    * block (36 on 576 x 14 x 14) measured no faster at 2 threads than at 1,
    * where the plane path's 8 tasks went 63 -> 41 us, in the same runs. */
   if (job.items == 0) return;
-  const size_t runs =
-      mrt_conv_runs(pool, job.items, p->batch * p->c_out * p->out_pix * p->kvol, MRT_DWB_TASK_MACS, &job.per_task);
-  mrt_parallel_for(pool, runs, fn, &job);
+  size_t per_task;
+  job.runs = mrt_conv_runs(pool, job.items, p->batch * p->c_out * p->out_pix * p->kvol, MRT_DWB_TASK_MACS, &per_task);
+  mrt_parallel_for(pool, job.runs, fn, &job);
 }
 
 /* The most bytes of input tile a strip holds. A strip re-reads its halo rows,
