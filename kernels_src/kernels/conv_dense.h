@@ -153,24 +153,12 @@ __attribute__((target("avx2,fma"))) static void mrt_conv_dense_tile__avx2(size_t
 /* 8 x 8 floats, as mrt_conv_dense_t16 (AVX2). */
 __attribute__((target("avx2,fma"))) static inline void mrt_conv_dense_t8(const float *s, size_t ss, float *d, size_t ds,
                                                                       const float *bias, float lo, float hi) {
-  mrt_v8f r[8], t[8];
+  mrt_v8f r[8];
   _Pragma("clang loop unroll(full)") for (int i = 0; i < 8; ++i) __builtin_memcpy(&r[i], s + i * ss, sizeof(mrt_v8f));
-  _Pragma("clang loop unroll(full)") for (int i = 0; i < 8; i += 2) {
-    t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
-    t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
-  }
-  _Pragma("clang loop unroll(full)") for (int h = 0; h < 8; h += 4)
-    _Pragma("clang loop unroll(full)") for (int i = 0; i < 2; ++i) {
-      r[h + 2 * i] = __builtin_shufflevector(t[h + i], t[h + i + 2], 0, 1, 8, 9, 4, 5, 12, 13);
-      r[h + 2 * i + 1] = __builtin_shufflevector(t[h + i], t[h + i + 2], 2, 3, 10, 11, 6, 7, 14, 15);
-    }
-  _Pragma("clang loop unroll(full)") for (int i = 0; i < 4; ++i) {
-    t[i] = __builtin_shufflevector(r[i], r[i + 4], 0, 1, 2, 3, 8, 9, 10, 11);
-    t[i + 4] = __builtin_shufflevector(r[i], r[i + 4], 4, 5, 6, 7, 12, 13, 14, 15);
-  }
+  mrt_transpose8x8(r);
   const mrt_v8f vlo = (mrt_v8f){0} + lo, vhi = (mrt_v8f){0} + hi;
   _Pragma("clang loop unroll(full)") for (int i = 0; i < 8; ++i) {
-    const mrt_v8f v = MRT_VMIN(MRT_VMAX(t[i] + bias[i], vlo), vhi);
+    const mrt_v8f v = MRT_VMIN(MRT_VMAX(r[i] + bias[i], vlo), vhi);
     __builtin_memcpy(d + i * ds, &v, sizeof(mrt_v8f));
   }
 }

@@ -327,7 +327,6 @@ static void mrt_sgemm_pack_strided(const float *data, size_t xs, size_t ks, floa
  * products pack a 128 x 64 or 128 x 128 A per head). Full panels only; the
  * ragged last one and the k tail go through the scalar loop. Not on Android
  * (its x86_64 ABI runs emulators: 2,176 B there) nor under --tune size. */
-#define MRT_SGEMM_SHUF __builtin_shufflevector
 __attribute__((target("avx2,fma"))) static void mrt_sgemm_pack_at__avx2(const float *data, size_t xs, float scale,
                                                                     size_t x0, size_t xc, size_t k0, size_t kc,
                                                                     size_t w, float *MRT_RESTRICT dst) {
@@ -343,32 +342,18 @@ __attribute__((target("avx2,fma"))) static void mrt_sgemm_pack_at__avx2(const fl
           r[i] *= scale;
         }
       }
-      mrt_v8f t[8], u[8], o[8];
-      _Pragma("clang loop unroll(full)") for (int i = 0; i < 8; i += 2) {
-        t[i] = MRT_SGEMM_SHUF(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
-        t[i + 1] = MRT_SGEMM_SHUF(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
-      }
-      _Pragma("clang loop unroll(full)") for (int h = 0; h < 8; h += 4)
-        _Pragma("clang loop unroll(full)") for (int i = 0; i < 2; ++i) {
-          u[h + 2 * i] = MRT_SGEMM_SHUF(t[h + i], t[h + i + 2], 0, 1, 8, 9, 4, 5, 12, 13);
-          u[h + 2 * i + 1] = MRT_SGEMM_SHUF(t[h + i], t[h + i + 2], 2, 3, 10, 11, 6, 7, 14, 15);
-        }
-      _Pragma("clang loop unroll(full)") for (int j = 0; j < 4; ++j) {
-        o[j] = MRT_SGEMM_SHUF(u[j], u[j + 4], 0, 1, 2, 3, 8, 9, 10, 11);
-        o[j + 4] = MRT_SGEMM_SHUF(u[j], u[j + 4], 4, 5, 6, 7, 12, 13, 14, 15);
-      }
+      mrt_transpose8x8(r);
       float *d = dst + q * w;
       if (w == 8)
-        _Pragma("clang loop unroll(full)") for (int j = 0; j < 8; ++j) __builtin_memcpy(d + j * 8, &o[j], 32);
+        _Pragma("clang loop unroll(full)") for (int j = 0; j < 8; ++j) __builtin_memcpy(d + j * 8, &r[j], 32);
       else
-        _Pragma("clang loop unroll(full)") for (int j = 0; j < 8; ++j) __builtin_memcpy(d + j * 6, &o[j], 24);
+        _Pragma("clang loop unroll(full)") for (int j = 0; j < 8; ++j) __builtin_memcpy(d + j * 6, &r[j], 24);
     }
     for (size_t q = k8; q < kc; ++q)
       for (size_t i = 0; i < w; ++i) dst[q * w + i] = base[i * xs + q] * scale;
   }
   if (full < xc) mrt_sgemm_pack_strided(data, xs, 1, scale, x0 + full, xc - full, k0, kc, w, dst);
 }
-#undef MRT_SGEMM_SHUF
 #else
 #define MRT_SGEMM_PACK_AT 0
 #endif

@@ -195,6 +195,31 @@ mrt_status mrt_sgemm_activation(mrt_ctx *ctx, const mrt_node *node, float *lo, f
 mrt_status mrt_gemm_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, float lo, float hi);
 void mrt_gemm_core_run_f32(const mrt_node *node, void *scratch);
 
+#if defined(__x86_64__) || defined(__i386__)
+typedef float mrt_v8f __attribute__((vector_size(32)));
+/* The rows r[0..7] of an 8 x 8 block of floats become its columns, in
+ * registers (three rounds of two-source shuffles): the AVX2 packer of
+ * row-major A (gemm.c) and the dense convolution's stores into Y's rows
+ * (conv_dense.h). */
+__attribute__((target("avx2"))) static inline void mrt_transpose8x8(mrt_v8f r[8]) {
+  mrt_v8f t[8];
+  _Pragma("clang loop unroll(full)") for (int i = 0; i < 8; i += 2) {
+    t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+  }
+  _Pragma("clang loop unroll(full)") for (int h = 0; h < 8; h += 4)
+    _Pragma("clang loop unroll(full)") for (int i = 0; i < 2; ++i) {
+      r[h + 2 * i] = __builtin_shufflevector(t[h + i], t[h + i + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+      r[h + 2 * i + 1] = __builtin_shufflevector(t[h + i], t[h + i + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    }
+  _Pragma("clang loop unroll(full)") for (int i = 0; i < 4; ++i) {
+    t[i] = __builtin_shufflevector(r[i], r[i + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+    t[i + 4] = __builtin_shufflevector(r[i], r[i + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+  }
+  _Pragma("clang loop unroll(full)") for (int i = 0; i < 8; ++i) r[i] = t[i];
+}
+#endif
+
 #ifdef __cplusplus
 }
 #endif
