@@ -748,9 +748,10 @@ static void mrt_sgemm_task(void *varg, size_t task, size_t thread) {
 
 /* Splitting `total` rows or columns in panels of `unit` into tasks of `per`
  * panels, at most *tasks of them, on `threads` threads: the per that leaves
- * the busiest thread least (tasks dealt round-robin, as the pool's counter
- * roughly does; a short last task counts short), the smallest such. Sets
- * *tasks and *per_task, returns that thread's rows or columns. */
+ * the busiest thread least (tasks dealt as the pool deals them, thread t the
+ * run [ceil(t n / T), ceil((t + 1) n / T)); a short last task counts short),
+ * the smallest such. Sets *tasks and *per_task, returns that thread's rows or
+ * columns. */
 static size_t mrt_sgemm_share(size_t total, size_t unit, size_t *tasks, size_t threads, size_t *per_task) {
   const size_t units = (total + unit - 1) / unit, tmax = mrt_min(*tasks, units);
   const size_t lo = (units + tmax - 1) / tmax, hi = (units + mrt_min(threads, tmax) - 1) / mrt_min(threads, tmax);
@@ -759,8 +760,8 @@ static size_t mrt_sgemm_share(size_t total, size_t unit, size_t *tasks, size_t t
     const size_t used = (units + per - 1) / per, span = per * unit;
     size_t most = 0;
     for (size_t t = 0; t < threads && t < used; ++t) {
-      size_t load = 0;
-      for (size_t j = t; j < used; j += threads) load += mrt_min(total, (j + 1) * span) - j * span;
+      const size_t b = (t * used + threads - 1) / threads, e = ((t + 1) * used + threads - 1) / threads;
+      const size_t load = e > b ? mrt_min(total, e * span) - b * span : 0;
       most = load > most ? load : most;
     }
     if (most < best) {
