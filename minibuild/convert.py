@@ -68,11 +68,14 @@ class Plan:
     arena_size: int
     offsets: dict          # activation name -> arena offset
     aliases: int           # how many view outputs share their input's memory
+    in_place: int = 0      # how many outputs took a dying input's memory (registry in_place)
 
 
-def plan_memory(g: Graph, sizes: dict[str, int]) -> Plan:
+def plan_memory(g: Graph, sizes: dict[str, int], in_place: list | None = None) -> Plan:
     """Greedy best-offset placement by decreasing size over lifetime intervals.
-    Graph inputs live for the whole run (a caller may run twice on one input)."""
+    Graph inputs live for the whole run (a caller may run twice on one input).
+    in_place[i] is None or node i's registry (input, output) pair: that output
+    takes the input's memory where the input dies at node i (see _may_share)."""
     n = len(g.nodes)
     root = {}
 
@@ -108,6 +111,15 @@ def plan_memory(g: Graph, sizes: dict[str, int]) -> Plan:
         r = find(name)
         if r != name:
             end[r] = max(end[r], end.pop(name))
+    shared = 0
+    outputs = {find(vi.name) for vi in g.outputs}
+    for i, (node, pair) in enumerate(zip(g.nodes, in_place or [])):
+        if pair and _may_share(g, node, i, pair, sizes, find, start, end, outputs):
+            src, dst = find(node.input[pair[0]]), node.output[pair[1]]
+            root[dst] = src
+            end[src] = max(end[src], end.pop(dst))
+            start.pop(dst)
+            shared += 1
     groups = sorted(start, key=lambda k: (-_align(sizes[k], ALIGN), start[k], k))
     placed = []  # (offset, size, start, end)
     offsets = {}
@@ -125,7 +137,27 @@ def plan_memory(g: Graph, sizes: dict[str, int]) -> Plan:
     arena = max((o + sz for o, sz, _, _ in placed), default=0)
     for name in list(root):
         offsets[name] = offsets[find(name)]
-    return Plan(arena_size=arena, offsets=offsets, aliases=aliases)
+    return Plan(arena_size=arena, offsets=offsets, aliases=aliases, in_place=shared)
+
+
+def _may_share(g: Graph, node, i: int, pair: tuple[int, int], sizes: dict[str, int], find, start, end,
+               outputs) -> bool:
+    """Whether node i's output pair[1] may take input pair[0]'s memory: the input's
+    memory (with every view of it) is last read at node i, is no graph input,
+    output or constant, is read by no other input of the node, and has the
+    output's byte size; the output is no graph output and has no memory of its own yet."""
+    ii, oi = pair
+    if ii >= len(node.input) or oi >= len(node.output):
+        return False
+    name, dst = node.input[ii], node.output[oi]
+    if not name or not dst or name in g.consts or dst not in start or find(dst) != dst:
+        return False
+    src = find(name)
+    if src not in start or start[src] < 0 or end[src] != i or src in outputs or find(dst) in outputs:
+        return False
+    if any(n and n not in g.consts and find(n) == src for k, n in enumerate(node.input) if k != ii):
+        return False
+    return sizes.get(src) == sizes.get(dst)
 
 
 def _attr_record(a, strings: _Strings, data: _Data, where: str):
@@ -179,7 +211,8 @@ def convert(g: Graph, node_needs: list[NodeNeed]) -> bytes:
         shapes[name], dtypes[name] = shape, elem
         sizes[name] = int(np.prod(shape, dtype=np.int64)) * ELEM_SIZE[elem]
 
-    plan = plan_memory(g, {k: v for k, v in sizes.items() if k not in g.consts})
+    plan = plan_memory(g, {k: v for k, v in sizes.items() if k not in g.consts},
+                       [need.in_place for need in node_needs])
 
     tensors = bytearray()
     for name in order:

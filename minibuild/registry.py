@@ -19,7 +19,7 @@ C_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DOMAINS = {domains.ONNX, domains.MINIBUILD, domains.MICROSOFT}
 
 _OP_KEYS = {"op", "domain", "versions", "type_constraint", "type_from", "type_constraints", "symbols",
-            "signatures", "instantiate", "source", "speed", "requires", "constant_inputs", "types", "attributes", "notes"}
+            "signatures", "instantiate", "source", "speed", "requires", "constant_inputs", "in_place", "types", "attributes", "notes"}
 
 
 def signature_name(types: tuple[str, ...]) -> str:
@@ -77,6 +77,8 @@ class OpEntry:
     kernels: dict[str, Kernel]   # signature name -> kernel
     attributes: dict[str, object]  # name -> "any" or list of allowed values
     path: Path
+    # (input, output): the kernel may write that output into that input's memory
+    in_place: tuple[int, int] | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -150,11 +152,19 @@ def _load_op(path: Path, kernels_root: Path) -> OpEntry:
     ci = d.get("constant_inputs") or []
     if not all(isinstance(i, int) and i >= 0 for i in ci):
         _fail(path, "constant_inputs must be a list of input indices")
+    ip = d.get("in_place")
+    if ip is not None:
+        if not (isinstance(ip, dict) and set(ip) == {"input", "output"}
+                and all(isinstance(ip[k], int) and not isinstance(ip[k], bool) and ip[k] >= 0 for k in ip)):
+            _fail(path, "in_place must be {input: I, output: O}: the input whose memory output O may take")
+        if ip["input"] in ci:
+            _fail(path, f"in_place.input {ip['input']} is a constant input; its memory is read-only")
+        ip = (ip["input"], ip["output"])
     return OpEntry(
         op=d["op"], domain=d["domain"], since_min=v[0], since_max=v[1],
         constraints=constraints, source=d["source"], speed=bool(d.get("speed", False)),
         requires=tuple(d.get("requires") or ()), constant_inputs=tuple(ci),
-        kernels=kernels, attributes=attrs, path=path,
+        kernels=kernels, attributes=attrs, path=path, in_place=ip,
     )
 
 

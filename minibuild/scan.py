@@ -37,6 +37,7 @@ class NodeNeed:
     constraints: tuple[str, ...]  # the constraint names ("T",) / ("T", "Tind"), in the registry's order
     where: tuple[tuple[str, int], ...] = ()  # where each constraint's type is read: ("input" | "output", index)
     origins: tuple[tuple[str, str], ...] = ()  # (rewrite, original "Op name") a build-time rewrite made it from
+    in_place: tuple[int, int] | None = None  # the registry's (input, output) the output may share memory with
 
     @property
     def signature(self) -> str:
@@ -323,5 +324,6 @@ def needs(model: ScannedModel, registry: Registry) -> list[NodeNeed]:
             constraints=tuple(name for name, _ in constraints),
             where=tuple(w for _, w in constraints),
             origins=tuple(g.origins.get(node.name, ())),
+            in_place=entry.in_place if entry else None,
         ))
     return out

@@ -78,6 +78,11 @@ typedef struct mrt_conv_params {
    * AVX-512, 16 on AVX2). */
   float *dense_w;
   size_t dense_nc;
+  /* Y in the residual's memory (the planner's in_place, docs/registry.md):
+   * the GEMM paths add the product onto it (accumulate); the others read a
+   * copy of the residual taken first into res_copy (NULL on GEMM paths). */
+  int in_place;
+  float *res_copy;
 } mrt_conv_params;
 
 /* The channel-blocked depthwise path is speed code: `--tune size` keeps the
@@ -545,7 +550,7 @@ static int mrt_conv_int_attr_list(mrt_ctx *ctx, const mrt_node *node, const char
 }
 
 MRT_PREPARE_CODE
-mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, const mrt_conv_act *act, int residual) {
+static mrt_status mrt_conv_prepare_paths(mrt_node *node, mrt_ctx *ctx, const mrt_conv_act *act, int residual) {
   mrt_status st = mrt_check_arity(ctx, node, 2, residual ? 4 : 3, 1, 1);
   if (st != MRT_STATUS_OK) return st;
   const mrt_tensor *x = node->inputs[0], *w = node->inputs[1];
@@ -778,6 +783,29 @@ mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, const mrt_con
   return MRT_STATUS_OK;
 }
 
+MRT_PREPARE_CODE
+mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, const mrt_conv_act *act, int residual) {
+  const mrt_status st = mrt_conv_prepare_paths(node, ctx, act, residual);
+  if (st != MRT_STATUS_OK || !residual) return st;
+  const mrt_tensor *r = node->inputs[3], *y = node->outputs[0];
+  mrt_conv_params *p = (mrt_conv_params *)node->params;
+  if (!p || !r->data || r->data != y->data) return st;
+  p->in_place = 1;
+  /* The paths whose tiles cannot accumulate onto Y read the residual from a
+   * copy (a ResNet basic block's 3x3 + residual; depthwise and the stem with
+   * a residual are not seen in practice). */
+  int copy = p->path == MRT_CONV_DEPTHWISE || MRT_CONV_DENSE(p);
+#if MRT_CONV_STEM
+  copy = copy || p->stem_w != NULL;
+#endif
+  if (copy) {
+    const size_t bytes = p->batch * p->c_out * p->out_pix * sizeof(float);
+    if (!(p->res_copy = (float *)mrt_ctx_alloc(ctx, bytes + 64))) return MRT_STATUS_OUT_OF_MEMORY;
+    p->res_copy = (float *)(((uintptr_t)p->res_copy + 63) & ~(uintptr_t)63);
+  }
+  return MRT_STATUS_OK;
+}
+
 /* Depthwise on threads: each task takes a run of channel planes and pads them
  * into its own thread's buffer. */
 typedef void (*mrt_dw_pad_fn)(const mrt_conv_params *p, const float *x, float *buf);
@@ -862,6 +890,10 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
       node->n_inputs > 2 && node->inputs[2] ? (const float *)node->inputs[2]->data : NULL;
   float *y = (float *)node->outputs[0]->data;
   const float *res = node->n_inputs > 3 && node->inputs[3] ? (const float *)node->inputs[3]->data : NULL;
+  if (p->res_copy && res) {
+    memcpy(p->res_copy, res, p->batch * p->c_out * p->out_pix * sizeof(float));
+    res = p->res_copy;
+  }
 
   if (p->path == MRT_CONV_DEPTHWISE) {
 #if MRT_CONV_DWB
@@ -904,6 +936,16 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
   mrt_sgemm_epilogue ep = p->post;
   ep.lo = p->lo;
   ep.hi = p->hi;
+  /* In place: C holds the residual, the product is added onto it (right for
+   * any number of k blocks) and the tiles clamp the sum; the post stage keeps
+   * LeakyRelu and the array activation only. */
+  const int acc = p->in_place && res;
+  if (acc) {
+    ep.lo = p->post.post_lo;
+    ep.hi = p->post.post_hi;
+    if (!p->post.leaky && !p->post.act) ep.post = NULL;
+    res = NULL;
+  }
   float *xpad = (float *)((char *)scratch + p->pad_off);
 #if MRT_ENABLE_THREADS
   const size_t pad_tasks = mrt_pool_tasks(node->pool, p->pad_floats, MRT_CONV_PAD_TASK_FLOATS);
@@ -960,6 +1002,6 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
       }
       ep.bias_row = bias ? bias + g * p->m : NULL;
       ep.res = res ? res + (n * p->c_out + g * p->m) * p->out_pix : NULL;
-      mrt_sgemm_mt(node->pool, p->kern, p->m, p->out_pix, p->kdim, &a, &b, 0, &ep, yg, p->out_pix, scratch);
+      mrt_sgemm_mt(node->pool, p->kern, p->m, p->out_pix, p->kdim, &a, &b, acc, &ep, yg, p->out_pix, scratch);
     }
 }

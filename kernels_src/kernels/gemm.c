@@ -491,8 +491,10 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
    * column of tiles touches few rows of C (MobileNetV2's 1x1 32 -> 16 on
    * 112 x 112: 133 us by columns, 158 by rows). */
 #if MRT_SGEMM_AVX512
-  const int rows_first = (kern == &mrt_sgemm_avx512 && (m >= 64 || (ep && ep->res))) ||
-                         (kern == &mrt_sgemm_avx2 && ep && ep->res);
+  /* (C read by the tiles, a residual or accumulate, streams in along its rows too) */
+  const int reads_c = accumulate || (ep && ep->res);
+  const int rows_first = (kern == &mrt_sgemm_avx512 && (m >= 64 || reads_c)) ||
+                         (kern == &mrt_sgemm_avx2 && reads_c);
   /* Blocks of about that size, evened out over this range of columns: a
    * thread's share of a 28 x 28 plane (432 columns) was 384 + 48, the last
    * block streaming all of A for one panel (1x1 512 -> 128 at 2 threads:
