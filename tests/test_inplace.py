@@ -271,3 +271,85 @@ def test_runs_twice_the_same():
     finally:
         sess.close()
     assert a.tobytes() == b.tobytes()
+
+
+# --- other builds: --tune size, --no-threads, ARM (NEON) under qemu ----------
+
+BUILD_BLOCKS = ["1x1_kblocks", "1x1_linear", "1x1_leaky", "3x3_relu", "depthwise", "stem"]
+
+RUNNER = r"""
+import json, sys
+import numpy as np
+import minirt
+job = json.load(open(sys.argv[1]))
+for name in job["names"]:
+    feeds = dict(np.load(job["feeds"][name]))
+    for t in (1, 2):
+        so = minirt.SessionOptions()
+        so.intra_op_num_threads = t
+        s = minirt.InferenceSession(job["models"] + "/" + name + ".mrt", sess_options=so)
+        np.save(job["out"] + f"/{name}_{t}.npy", s.run(None, feeds)[0])
+        s.close()
+"""
+
+
+@pytest.fixture(scope="module")
+def block_models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("inplace-models")
+    feeds = {}
+    for name in BUILD_BLOCKS:
+        model, feeds[name] = conv_block(**BLOCKS[name])
+        onnx.save(model, root / f"{name}.onnx")
+    return root, feeds
+
+
+def _reference(models: Path, name: str, feeds: dict) -> np.ndarray:
+    sess = ort.InferenceSession(str(models / f"{name}.onnx"), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)[0]
+
+
+@pytest.mark.parametrize("kind", ["tune_size", "no_threads"])
+def test_in_place_in_size_and_unthreaded_builds(block_models, kind, tmp_path):
+    import json
+    import subprocess
+
+    from conftest import build
+
+    models, feeds = block_models
+    out = tmp_path / "out"
+    build(models, out, **({"tune": "size"} if kind == "tune_size" else {"threads": False}))
+    work = tmp_path / "work"
+    work.mkdir()
+    files = {}
+    for name in BUILD_BLOCKS:
+        files[name] = str(work / f"{name}_feeds.npz")
+        np.savez(files[name], **feeds[name])
+    job = work / "job.json"
+    job.write_text(json.dumps({"names": BUILD_BLOCKS, "feeds": files, "models": str(out / "models"),
+                               "out": str(work)}))
+    (work / "runner.py").write_text(RUNNER)
+    env = {**os.environ, "PYTHONPATH": str(out / "linux" / toolchain.host_abi() / "python")}
+    env.pop("MINIRT_LIBRARY", None)
+    res = subprocess.run([sys.executable, str(work / "runner.py"), str(job)], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    for name in BUILD_BLOCKS:
+        want = _reference(models, name, feeds[name])
+        one, two = (np.load(work / f"{name}_{t}.npy") for t in (1, 2))
+        np.testing.assert_allclose(one, want, rtol=1e-4, atol=1e-4, err_msg=f"{kind} {name}")
+        assert one.tobytes() == two.tobytes(), f"{kind} {name}"
+
+
+@pytest.mark.parametrize("arch", ["qemu-aarch64", "qemu-armv7"])
+def test_in_place_on_arm_under_qemu(block_models, arch, tmp_path):
+    from test_android import build_runners, qemu_for, run_under_qemu
+
+    qemu_for(arch)
+    models, feeds = block_models
+    mrt, runners, _ = build_runners(models, tmp_path / "out", keys=[arch])
+    for name in BUILD_BLOCKS:
+        want = _reference(models, name, feeds[name])
+        (tmp_path / name).mkdir()
+        raw = run_under_qemu(arch, runners[arch], mrt[name], [feeds[name]["X"]], tmp_path / name)
+        got = np.frombuffer(raw[0], np.float32).reshape(want.shape)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"{arch} {name}")
