@@ -468,11 +468,12 @@ def test_few_rows_matmul_b_in_place(isa, m, k, n):
 # A KxK convolution with whole 64-channel panels of output channels, 16+ input channels
 # a group and constant weights runs as 6-pixel x 64-channel tiles whose vectors hold
 # output channels and whose broadcasts read the padded input in place, one pixel's tap
-# at a time (conv_dense.h), in items of (panel, chunk of up to 96 pixels), a run of
-# them a thread, k blocks of 128, then transposed into Y's rows in 16 x 16 blocks with
+# at a time (conv_dense.h), in items of (panel, chunk of up to 192 pixels), a run of
+# them a thread, k blocks of 64, then transposed into Y's rows in 16 x 16 blocks with
 # the bias and the clamp, then the residual and the activation. Shapes: ResNet-50's 3x3
-# (k = 576: five k blocks, the last ragged; 56 wide: tiles span rows), 196 pixels in
-# chunks of 66 + 66 + 64 (ragged tiles, the transpose's tails), asymmetric pads, no
+# (k = 576: nine k blocks; 56 wide: tiles span rows; 784 pixels: five chunks), 196
+# pixels in chunks of 96 + 100 (ragged tiles, the transpose's tails), k = 216 and 144
+# (a ragged last k block), 180 pixels in one chunk, asymmetric pads, no
 # pad, dilation, 5x5, stride 2, pads past the kernel, groups (a panel per group), batch
 # 2, 1-D; and 80 output channels (not whole panels: im2col on AVX-512, 16-channel panels
 # on AVX2, whose tiles are 6 pixels x 16 channels). Every fused pattern, 1, 2 and 4

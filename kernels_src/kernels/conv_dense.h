@@ -18,19 +18,35 @@
  * broadcast), on AVX2 6 pixels x 16 channels (12 ymm, as the GEMM's 6 x 16).
  * The product is cut into items of (panel, chunk of at most MRT_DENSE_JB
  * pixels), a run of them a thread; an item runs k blocks of MRT_DENSE_KC rows
- * (their weights, 32 KB, stay in L1 across the chunk's tiles, the next
+ * (their weights, 16 KB, stay in L1 across the chunk's tiles, the next
  * block's prefetched), keeping the partial sums in a per-thread buffer of
  * the chunk, pixel-major, which at the end is transposed into Y's channel
  * rows with the bias and the tiles' clamp; then the post stage (residual,
  * activation) on that block of Y. A pixel's sums do not depend on the split:
  * the same bytes at every thread count.
+ *
+ * What the inner loop costs (one-node 3x3 models, one thread, profile_nodes
+ * interleaved): the loop is 4 weight loads, 6 vbroadcastss from memory and
+ * 24 register FMAs a k row, no spills. Reading every tap of a tile from one
+ * address (wrong sums, a probe) ran 6-10 % faster and one channel's 9 taps
+ * over and over 3-5 %: the loss is the input's lines, not the weights (every k
+ * block reading block 0's weights changed nothing). Blocks of 64 rows and
+ * chunks of 192 pixels keep a block's weights and its input rows in L1 with
+ * room to spare (blocks of 128 and chunks of 96 had 32 KB of weights and
+ * 13-16 KB of input rows in a 48 KB L1). Tried and slower: the FMAs with
+ * embedded {1to16} broadcasts from memory (24 loads a row: 1.2-1.25x the time),
+ * software prefetch of the next tile's input lines (a prefetch a row in the
+ * loop made clang rotate the accumulators through extra moves: 1.25x; a
+ * prefetch loop before each tile: 1.04-1.05x), blocks of 256 rows (64 KB
+ * of weights past L1: 1.03-1.05x).
  */
 
 #define MRT_DENSE_NP 6   /* pixels a tile */
 #define MRT_DENSE_NC 64  /* output channels a panel (AVX2: MRT_DENSE_NC2) */
 #define MRT_DENSE_NC2 16
-#define MRT_DENSE_KC 128 /* k rows a block */
-#define MRT_DENSE_JB 96  /* pixels a chunk, at most (16 tiles) */
+#define MRT_DENSE_KC 64  /* k rows a block */
+#define MRT_DENSE_JB 192 /* pixels a chunk, at most (32 tiles) */
+#define MRT_DENSE_MINPIX 96 /* fewer output pixels: im2col */
 
 /* Scratch bytes per thread: a chunk's partial sums. */
 #define MRT_DENSE_CT_BYTES (MRT_DENSE_JB * MRT_DENSE_NC * sizeof(float))
@@ -42,7 +58,7 @@ MRT_PREPARE_CODE
 static int mrt_conv_dense_pays(const mrt_conv_params *p, int w_const) {
   const size_t nc = p->kern == &mrt_sgemm_avx512 ? MRT_DENSE_NC : p->kern == &mrt_sgemm_avx2 ? MRT_DENSE_NC2 : 0;
   return w_const && nc && p->m % nc == 0 && p->c_in / p->group >= 16 && p->k[0] == 1 && p->in[0] == 1 &&
-         p->out_pix >= MRT_DENSE_JB && p->kvol > 1;
+         p->out_pix >= MRT_DENSE_MINPIX && p->kvol > 1;
 }
 
 MRT_PREPARE_CODE
@@ -239,10 +255,10 @@ static void mrt_conv_dense_task(void *varg, size_t task, size_t thread) {
 }
 
 /* Group g of one batch item: xp its padded input, y / res its output
- * channels. A panel's tiles are dealt evenly over its chunks (196 pixels:
- * 66 + 66 + 64, not 96 + 96 + 4), and when the panels do not split evenly
- * over the threads, the chunks do (64 channels on 56 x 56, 2 threads: 34
- * chunks, 17 a thread, not 33). Each pixel's sums do not depend on its chunk:
+ * channels. A panel's tiles are dealt evenly over its chunks (784 pixels:
+ * 5 chunks of 156-160, not 4 x 192 + 16), and when the panels do not split
+ * evenly over the threads, the chunks do (64 channels on 56 x 56, 2 threads: 18
+ * chunks, 9 a thread, not 17). Each pixel's sums do not depend on its chunk:
  * the same bytes at every thread count. */
 static void mrt_conv_dense_run(mrt_pool *pool, const mrt_conv_params *p, size_t g, const float *xp,
                                const float *bias, const float *res, float *y, void *scratch) {
