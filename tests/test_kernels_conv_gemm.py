@@ -332,6 +332,29 @@ STEM_PATTERNS = [None, "Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSwish", "SiL
                  "Add_Clip"]
 
 
+def with_epilogue(nodes, feeds, consts, rng, shape, pattern, clip):
+    """The model of `nodes` (a Conv writing "c" of `shape`) followed by `pattern`:
+    None, an activation's op name, "SiLU" (Sigmoid and Mul), "Clip" to `clip`, or
+    "Add" of a random residual input "r" and then one of those ("Add_Relu")."""
+    src = "c"
+    if pattern and pattern.startswith("Add"):
+        feeds["r"] = rng.standard_normal(shape).astype(np.float32)
+        nodes.append(helper.make_node("Add", ["c", "r"], ["a"]))
+        src, pattern = "a", pattern[4:] or None
+    if pattern is None:
+        nodes.append(helper.make_node("Identity", [src], ["y"]))
+    elif pattern == "Clip":
+        consts.update(lo=np.float32(clip[0]), hi=np.float32(clip[1]))
+        nodes.append(helper.make_node("Clip", [src, "lo", "hi"], ["y"]))
+    elif pattern == "LeakyRelu":
+        nodes.append(helper.make_node("LeakyRelu", [src], ["y"], alpha=0.2))
+    elif pattern == "SiLU":
+        nodes += [helper.make_node("Sigmoid", [src], ["g"]), helper.make_node("Mul", [src, "g"], ["y"])]
+    else:
+        nodes.append(helper.make_node(pattern, [src], ["y"]))
+    return model_of(nodes, feeds, consts), feeds
+
+
 def stem_case(n, c_in, c_out, h, w, k, s, pad, dil, pattern, seed):
     rng = np.random.default_rng(seed)
     feeds = {"x": rng.standard_normal((n, c_in, h, w)).astype(np.float32)}
@@ -341,23 +364,7 @@ def stem_case(n, c_in, c_out, h, w, k, s, pad, dil, pattern, seed):
                               dilations=[dil, dil])]
     ext = (k - 1) * dil + 1
     shape = (n, c_out, (h + 2 * pad - ext) // s + 1, (w + 2 * pad - ext) // s + 1)
-    src = "c"
-    if pattern and pattern.startswith("Add"):
-        feeds["r"] = rng.standard_normal(shape).astype(np.float32)
-        nodes.append(helper.make_node("Add", ["c", "r"], ["a"]))
-        src, pattern = "a", pattern[4:] or None
-    if pattern is None:
-        nodes.append(helper.make_node("Identity", [src], ["y"]))
-    elif pattern == "Clip":
-        consts.update(lo=np.float32(0), hi=np.float32(6))
-        nodes.append(helper.make_node("Clip", [src, "lo", "hi"], ["y"]))
-    elif pattern == "LeakyRelu":
-        nodes.append(helper.make_node("LeakyRelu", [src], ["y"], alpha=0.2))
-    elif pattern == "SiLU":
-        nodes += [helper.make_node("Sigmoid", [src], ["g"]), helper.make_node("Mul", [src, "g"], ["y"])]
-    else:
-        nodes.append(helper.make_node(pattern, [src], ["y"]))
-    return model_of(nodes, feeds, consts), feeds
+    return with_epilogue(nodes, feeds, consts, rng, shape, pattern, clip=(0, 6))
 
 
 def run_minirt_threads(model, feeds, threads):
@@ -511,23 +518,7 @@ def dense_case(n, c_in, c_out, h, w, k, pads, stride, dil, group, pattern, seed)
     ext = (k - 1) * dil + 1
     ow = (w + left + right - ext) // stride + 1
     shape = (n, c_out, ow) if one_d else (n, c_out, (h + top + bottom - ext) // stride + 1, ow)
-    src = "c"
-    if pattern and pattern.startswith("Add"):
-        feeds["r"] = rng.standard_normal(shape).astype(np.float32)
-        nodes.append(helper.make_node("Add", ["c", "r"], ["a"]))
-        src, pattern = "a", pattern[4:] or None
-    if pattern is None:
-        nodes.append(helper.make_node("Identity", [src], ["y"]))
-    elif pattern == "Clip":
-        consts.update(lo=np.float32(-0.5), hi=np.float32(0.75))
-        nodes.append(helper.make_node("Clip", [src, "lo", "hi"], ["y"]))
-    elif pattern == "LeakyRelu":
-        nodes.append(helper.make_node("LeakyRelu", [src], ["y"], alpha=0.2))
-    elif pattern == "SiLU":
-        nodes += [helper.make_node("Sigmoid", [src], ["g"]), helper.make_node("Mul", [src, "g"], ["y"])]
-    else:
-        nodes.append(helper.make_node(pattern, [src], ["y"]))
-    return model_of(nodes, feeds, consts), feeds
+    return with_epilogue(nodes, feeds, consts, rng, shape, pattern, clip=(-0.5, 0.75))
 
 
 @pytest.mark.parametrize("isa", [None, "avx2", "sse"] if toolchain.host_abi() == "x86_64" else [None],
