@@ -84,6 +84,12 @@ def plan_memory(g: Graph, sizes: dict[str, int], in_place: list | None = None) -
             x = root[x]
         return x
 
+    def share(dst, src):
+        """dst lives in src's memory: one lifetime, src's."""
+        root[dst] = src
+        end[src] = max(end[src], end.pop(dst))
+        start.pop(dst)
+
     start, end = {}, {}
     for vi in g.inputs:
         start[vi.name], end[vi.name] = -1, n
@@ -100,9 +106,7 @@ def plan_memory(g: Graph, sizes: dict[str, int], in_place: list | None = None) -
         if node.op_type in VIEW_OPS and node.domain == "" and node.input[0] not in g.consts:
             src, dst = find(node.input[0]), node.output[0]
             if sizes.get(src) == sizes.get(dst):
-                root[dst] = src
-                end[src] = max(end[src], end.pop(dst))
-                start.pop(dst)
+                share(dst, src)
                 aliases += 1
     for vi in g.outputs:
         end[find(vi.name)] = n
@@ -115,10 +119,7 @@ def plan_memory(g: Graph, sizes: dict[str, int], in_place: list | None = None) -
     outputs = {find(vi.name) for vi in g.outputs}
     for i, (node, pair) in enumerate(zip(g.nodes, in_place or [])):
         if pair and _may_share(g, node, i, pair, sizes, find, start, end, outputs):
-            src, dst = find(node.input[pair[0]]), node.output[pair[1]]
-            root[dst] = src
-            end[src] = max(end[src], end.pop(dst))
-            start.pop(dst)
+            share(node.output[pair[1]], find(node.input[pair[0]]))
             shared += 1
     groups = sorted(start, key=lambda k: (-_align(sizes[k], ALIGN), start[k], k))
     placed = []  # (offset, size, start, end)

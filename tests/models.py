@@ -150,6 +150,22 @@ def one_node(op, feeds, consts=None, opset=17, n_out=1, inputs=None, **attrs) ->
     return model
 
 
+def activation_nodes(act, src, dst, consts, clip=(0.0, 6.0), alpha=0.2) -> list:
+    """Nodes computing dst = act(src): None (Identity), "Clip" to `clip` (its
+    bounds added to consts as lo / hi), "LeakyRelu" by `alpha`, "SiLU" (Sigmoid
+    and Mul), or any other one-input activation by its op name."""
+    if act is None:
+        return [helper.make_node("Identity", [src], [dst])]
+    if act == "Clip":
+        consts.update(lo=np.float32(clip[0]), hi=np.float32(clip[1]))
+        return [helper.make_node("Clip", [src, "lo", "hi"], [dst])]
+    if act == "LeakyRelu":
+        return [helper.make_node("LeakyRelu", [src], [dst], alpha=alpha)]
+    if act == "SiLU":
+        return [helper.make_node("Sigmoid", [src], [dst + "_g"]), helper.make_node("Mul", [src, dst + "_g"], [dst])]
+    return [helper.make_node(act, [src], [dst])]
+
+
 def graph_model(nodes, feeds, consts, outputs, opset=17, name="g") -> onnx.ModelProto:
     """A float model of `nodes`: `feeds` runtime inputs, `consts` initializers, and the
     values named in `outputs` as graph outputs with the shapes onnx infers for them."""

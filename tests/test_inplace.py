@@ -22,7 +22,7 @@ import pytest
 from onnx import helper
 
 from minibuild import convert, registry as registry_mod, toolchain
-from models import graph_model
+from models import activation_nodes, graph_model
 
 ort = pytest.importorskip("onnxruntime")
 testing = pytest.importorskip("minibuild.testing")
@@ -173,18 +173,8 @@ def conv_block(c_in, c_mid, hw, k=1, group=1, act="Relu", pads=0, feed_scale=1.0
     nodes.append(helper.make_node("Conv", [src, "Wb", "Bb"], ["b"], **attrs))
     nodes.append(helper.make_node("Add", ["b", "a"], ["s"]))
     last = "s"
-    if act == "Relu":
-        nodes.append(helper.make_node("Relu", ["s"], ["t"]))
-        last = "t"
-    elif act == "Clip":
-        consts["lo"], consts["hi"] = np.float32(0.0), np.float32(6.0)
-        nodes.append(helper.make_node("Clip", ["s", "lo", "hi"], ["t"]))
-        last = "t"
-    elif act == "LeakyRelu":
-        nodes.append(helper.make_node("LeakyRelu", ["s"], ["t"], alpha=0.1))
-        last = "t"
-    elif act == "Sigmoid":
-        nodes.append(helper.make_node("Sigmoid", ["s"], ["t"]))
+    if act:
+        nodes += activation_nodes(act, "s", "t", consts, alpha=0.1)
         last = "t"
     nodes.append(helper.make_node("Conv", [last, "Wc"], ["Y"]))
     return graph_model(nodes, {"X": x}, consts, ["Y"], 17, name="inplace"), {"X": x}

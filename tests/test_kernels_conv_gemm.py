@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from models import with_output_shapes
+from models import activation_nodes, with_output_shapes
 
 from minibuild import toolchain
 
@@ -341,17 +341,7 @@ def with_epilogue(nodes, feeds, consts, rng, shape, pattern, clip):
         feeds["r"] = rng.standard_normal(shape).astype(np.float32)
         nodes.append(helper.make_node("Add", ["c", "r"], ["a"]))
         src, pattern = "a", pattern[4:] or None
-    if pattern is None:
-        nodes.append(helper.make_node("Identity", [src], ["y"]))
-    elif pattern == "Clip":
-        consts.update(lo=np.float32(clip[0]), hi=np.float32(clip[1]))
-        nodes.append(helper.make_node("Clip", [src, "lo", "hi"], ["y"]))
-    elif pattern == "LeakyRelu":
-        nodes.append(helper.make_node("LeakyRelu", [src], ["y"], alpha=0.2))
-    elif pattern == "SiLU":
-        nodes += [helper.make_node("Sigmoid", [src], ["g"]), helper.make_node("Mul", [src, "g"], ["y"])]
-    else:
-        nodes.append(helper.make_node(pattern, [src], ["y"]))
+    nodes += activation_nodes(pattern, src, "y", consts, clip=clip)
     return model_of(nodes, feeds, consts), feeds
 
 
