@@ -181,7 +181,6 @@ def test_qlinear_kernels_on_threads(isa):
     convolution, the rows of a MatMul with constant b; MatMulInteger, ConvInteger
     too), depthwise channels and a QLinearAdd's values split:
     the same bytes as onnxruntime's, from every task's disjoint ranges."""
-    from minibuild.testing import convert_model
     cases = []
     for c, m, group, k, stride, pad, hw in [(32, 40, 1, 3, 1, 1, 16), (64, 64, 64, 3, 1, 1, 40), (48, 80, 1, 1, 1, 0, 30)]:
         x = _q((1, c, hw, hw), np.uint8)
@@ -211,19 +210,52 @@ def test_qlinear_kernels_on_threads(isa):
     cases.append((_model("ConvInteger", {"x": x}, {"w": _q((32, 16, 3, 3), np.uint8), "xz": _q((), np.uint8),
                                                    "wz": _q((), np.uint8)}, [1, 32, 20, 20], TensorProto.INT32,
                          pads=[1, 1, 1, 1], _order=["x", "w", "xz", "wz"]), {"x": x}))
+    _same_bytes_on_threads(cases, 3)
+
+
+def _same_bytes_on_threads(cases, threads):
+    """Each (model, feeds) on `threads` threads gives onnxruntime's bytes exactly."""
+    from minibuild.testing import convert_model
     for model, feeds in cases:
         ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
         run_with_minirt(model, feeds)  # builds the library and puts minirt on the path
         import minirt
         data, names = convert_model(model, feeds)
         so = minirt.SessionOptions()
-        so.intra_op_num_threads = 3
+        so.intra_op_num_threads = threads
         sess = minirt.InferenceSession(data, sess_options=so)
         try:
             got = sess.run(None, {k: feeds[k] for k in names})[0]
         finally:
             sess.close()
         np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("threads", [2, 3, 4])
+@pytest.mark.parametrize("isa", [None, "avx2"], indirect=True)
+def test_padded_planes_and_quantize_split(isa, threads):
+    """The padded input planes built by several threads side by side (each a run of
+    channels, a channel's planes and the gap after them whole cache lines), in a 7x7
+    stride-2 stem on 224 x 224 (three channels of four phase planes, one a task) and
+    3x3 convolutions of odd channel counts and widths; and a network input's
+    QuantizeLinear cut into pieces, per tensor and per channel (a piece then spans
+    channels of different scales). The same bytes as onnxruntime's."""
+    cases = []
+    for c, m, k, stride, pad, h, w in [(3, 64, 7, 2, 3, 224, 224), (37, 24, 3, 1, 1, 61, 53), (64, 32, 3, 2, 1, 56, 56)]:
+        x = _q((1, c, h, w), np.uint8)
+        oh, ow = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+        consts = {"xs": _scale(), "xz": _q((), np.uint8), "w": _q((m, c, k, k), np.int8), "ws": _scale(m),
+                  "wz": np.zeros(m, np.int8), "ys": np.array(0.3, np.float32), "yz": _q((), np.uint8),
+                  "b": RNG.integers(-2000, 2000, m).astype(np.int32)}
+        cases.append((_model("QLinearConv", {"x": x}, consts, [1, m, oh, ow], TensorProto.UINT8, strides=[stride] * 2,
+                             pads=[pad] * 4, _order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"]), {"x": x}))
+    x = (RNG.standard_normal((1, 3, 224, 224)) * 4).astype(np.float32)
+    for t in (np.uint8, np.int8):
+        cases.append((_model("QuantizeLinear", {"x": x}, {"s": np.array(0.03, np.float32), "z": _q((), t)},
+                             list(x.shape), NP[t], _order=["x", "s", "z"]), {"x": x}))
+    cases.append((_model("QuantizeLinear", {"x": x}, {"s": _scale(3) * 4, "z": _q((3,), np.uint8)}, list(x.shape),
+                         TensorProto.UINT8, axis=1, _order=["x", "s", "z"]), {"x": x}))
+    _same_bytes_on_threads(cases, threads)
 
 
 def test_qgemm_trans_a_full_bias():

@@ -174,7 +174,7 @@ mrt_status MRT_KERNEL(mrt_qlinearconv_prepare)(mrt_node *node, mrt_ctx *ctx) {
                  rh = (double)p->oh + (double)((p->kh - 1) * p->dh / p->sh),
                  phases = (double)p->sh * (double)p->sw < (double)p->kh * (double)p->kw
                               ? (double)p->sh * (double)p->sw : (double)p->kh * (double)p->kw;
-    if (gw * rh * phases * (double)p->c_in > (double)INT32_MAX)
+    if ((gw * rh * phases + 80.0) * (double)p->c_in > (double)INT32_MAX)
       return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "convolution is too large (padded input planes)");
     p->gw = p->ow + (p->kw - 1) * p->dw / p->sw, p->rhp = p->oh + (p->kh - 1) * p->dh / p->sh;
     p->plane = p->rhp * p->gw;
@@ -187,15 +187,17 @@ mrt_status MRT_KERNEL(mrt_qlinearconv_prepare)(mrt_node *node, mrt_ctx *ctx) {
         while (u < p->nph && p->phase[u] != key) u++;
         if (u == p->nph) p->phase[p->nph++] = key;
       }
+    /* a channel's planes, then a gap that takes its last row's store overrun, to
+     * a line: threads build channels side by side without writing each other's */
+    p->chan_bytes = (p->nph * p->plane + 16 + 63) / 64 * 64;
     for (size_t ky = 0; ky < p->kh; ky++)
       for (size_t kx = 0; kx < p->kw; kx++) {
         const size_t ry = ky * p->dh, rx = kx * p->dw, key = ry % p->sh * p->sw + rx % p->sw;
         size_t u = 0;
         while (p->phase[u] != key) u++;
         for (size_t c = 0; c < p->cg; c++)
-          p->off[(c * p->kh + ky) * p->kw + kx] = (c * p->nph + u) * p->plane + ry / p->sh * p->gw + rx / p->sw;
+          p->off[(c * p->kh + ky) * p->kw + kx] = c * p->chan_bytes + u * p->plane + ry / p->sh * p->gw + rx / p->sw;
       }
-    p->chan_bytes = p->nph * p->plane;
     /* slack: a grid row's reach past a plane and a vector's read past the grid */
     p->planes_bytes = (p->c_in * p->chan_bytes + p->gw + 64 + 63) / 64 * 64; /* >= 16 past the planes */
   }
@@ -278,7 +280,7 @@ static void build_planes(const qconv_params *p, const uint8_t *x, uint8_t *MRT_R
   const qconv_v16 fv = (qconv_v16){0} + fill;
   const size_t sh = p->sh, sw = p->sw, gw = p->gw, ihw = p->ih * p->iw;
   const uint8_t *xend = x + p->c_in * ihw;
-  for (size_t c = c0; c < c1; c++)
+  for (size_t c = c0; c < c1; c++) {
     for (size_t u = 0; u < p->nph; u++) {
       const size_t py = p->phase[u] / sw, px = p->phase[u] % sw;
       const ptrdiff_t d = p->pw - (ptrdiff_t)px, e = (ptrdiff_t)p->iw + d;
@@ -327,8 +329,33 @@ static void build_planes(const qconv_params *p, const uint8_t *x, uint8_t *MRT_R
         fill16(row + ch, gw - ch, fv);
       }
     }
+    const size_t used = p->nph * p->plane; /* the gap after the planes: read past a plane, never kept */
+    memset(buf + (c - c0) * p->chan_bytes + used, fill, p->chan_bytes - used);
+  }
   memset(buf + (c1 - c0) * p->chan_bytes, fill, slack);
 }
+
+typedef struct qconv_planes_job {
+  const qconv_params *p;
+  const uint8_t *x;
+  uint8_t *planes;
+  size_t per_task; /* channels */
+} qconv_planes_job;
+
+/* Channels [task * per_task, +per_task): a channel's planes and gap are whole
+ * lines, so tasks write disjoint lines; the last one writes the slack after. */
+static void planes_task(void *varg, size_t task, size_t thread) {
+  MRT_UNUSED(thread);
+  const qconv_planes_job *jb = varg;
+  const qconv_params *p = jb->p;
+  const size_t c0 = task * jb->per_task, c1 = p->c_in - c0 < jb->per_task ? p->c_in : c0 + jb->per_task;
+  if (c0 < c1)
+    build_planes(p, jb->x, jb->planes + c0 * p->chan_bytes, c0, c1,
+                 c1 == p->c_in ? p->planes_bytes - p->c_in * p->chan_bytes : 0);
+}
+
+/* Padded-plane bytes a task builds at least: the caller alone below. */
+#define QCONV_PLANES_TASK_BYTES ((size_t)1 << 15)
 
 typedef struct qconv_dw_job {
   const qconv_params *p;
@@ -413,7 +440,12 @@ void MRT_KERNEL(mrt_qlinearconv_run)(const mrt_node *node, void *scratch) {
       mrt_parallel_for(node->pool, tasks, dw_task, &job);
       continue;
     }
-    if (!p->direct) build_planes(p, xn, planes, 0, p->c_in, p->planes_bytes - p->c_in * p->chan_bytes);
+    if (!p->direct) {
+      size_t tasks = mrt_pool_tasks(node->pool, p->c_in * p->chan_bytes, QCONV_PLANES_TASK_BYTES);
+      if (tasks > p->c_in) tasks = p->c_in;
+      qconv_planes_job job = {p, xn, planes, (p->c_in + tasks - 1) / tasks};
+      mrt_parallel_for(node->pool, (p->c_in + job.per_task - 1) / job.per_task, planes_task, &job);
+    }
     for (size_t g = 0; g < p->group; g++) {
       const uint8_t *bg = p->direct ? xn + g * p->cg * ihw : planes + g * p->cg * p->chan_bytes;
       const mrt_qgemm_src a = {p->w + g * p->w_stride, NULL, 0, 0, MRT_T1_DTYPE == MRT_DTYPE_INT8, NULL, 0, NULL};

@@ -136,18 +136,44 @@ mrt_status MRT_KERNEL(mrt_quantizelinear_prepare)(mrt_node *node, mrt_ctx *ctx) 
   return MRT_STATUS_OK;
 }
 
-void MRT_KERNEL(mrt_quantizelinear_run)(const mrt_node *node, void *scratch) {
-  MRT_UNUSED(scratch);
+/* Elements a task quantises at least: a network's input image (150,528 floats)
+ * is split, a residual's few thousand are not. */
+#define MRT_QUANT_TASK_ELEMS ((size_t)1 << 15)
+
+typedef struct mrt_quant_job {
+  const mrt_node *node;
+  size_t per_task; /* elements, a multiple of 64 */
+} mrt_quant_job;
+
+/* Elements [task * per_task, +per_task) of x viewed flat, row by row of the
+ * (outer * channels) x inner view, each row with its channel's scale. */
+static void mrt_quant_task(void *arg, size_t task, size_t thread) {
+  MRT_UNUSED(thread);
+  const mrt_quant_job *jb = arg;
+  const mrt_node *node = jb->node;
   const mrt_quant_params *p = node->params;
   const float *x = node->inputs[0]->data, *scale = node->inputs[1]->data;
   const mrt_tensor *zt = mrt_in(node, 2);
   const mrt_q_t *zp = zt ? zt->data : NULL;
   mrt_q_t *y = node->outputs[0]->data;
-  for (size_t o = 0; o < p->outer; ++o)
-    for (size_t c = 0; c < p->channels; ++c) {
-      const size_t off = (o * p->channels + c) * p->inner;
-      mrt_quantize_run(p->inner, x + off, scale[c], zp ? zp[c] : 0, y + off);
-    }
+  const size_t total = p->outer * p->channels * p->inner;
+  size_t i = task * jb->per_task;
+  const size_t end = total - i < jb->per_task ? total : i + jb->per_task;
+  while (i < end) {
+    const size_t row = i / p->inner, in_row = i - row * p->inner;
+    const size_t n = p->inner - in_row < end - i ? p->inner - in_row : end - i, c = row % p->channels;
+    mrt_quantize_run(n, x + i, scale[c], zp ? zp[c] : 0, y + i);
+    i += n;
+  }
+}
+
+void MRT_KERNEL(mrt_quantizelinear_run)(const mrt_node *node, void *scratch) {
+  MRT_UNUSED(scratch);
+  const mrt_quant_params *p = node->params;
+  const size_t total = p->outer * p->channels * p->inner;
+  const size_t tasks = mrt_pool_tasks(node->pool, total, MRT_QUANT_TASK_ELEMS);
+  mrt_quant_job job = {node, tasks > 1 ? (total + tasks * 64 - 1) / (tasks * 64) * 64 : total};
+  mrt_parallel_for(node->pool, tasks > 1 ? (total + job.per_task - 1) / job.per_task : 1, mrt_quant_task, &job);
 }
 #endif
 
