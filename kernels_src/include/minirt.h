@@ -103,10 +103,8 @@ MRT_API mrt_status mrt_session_create_with_options(const void *model, size_t siz
                                                    const mrt_session_options *options,
                                                    mrt_session **out, char *err, size_t err_size);
 
-/* Same, reading the model from a file into a buffer the session copies (a moment
- * with two copies of the model). For the smallest peak memory, map the file (a
- * mapping is page, so 64-byte, aligned) or read it into a 64-byte aligned buffer and
- * pass it with MRT_SESSION_BORROW_BUFFER, as the Java and Python bindings do. */
+/* Same, reading the model from a file into a buffer the session then owns and
+ * reads its weights from: one copy of the model in memory, never two. */
 MRT_API mrt_status mrt_session_create_from_file(const char *path, mrt_session **out,
                                                 char *err, size_t err_size);
 

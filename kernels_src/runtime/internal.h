@@ -45,7 +45,7 @@ struct mrt_ctx {
 };
 
 struct mrt_session {
-  uint8_t *owned_model;      /* aligned copy of the model, or NULL when borrowed */
+  uint8_t *owned_model;      /* the block holding the model when the session owns it (a copy, or the file read), NULL when borrowed */
   const uint8_t *model;
   size_t model_size;
   uint32_t n_tensors, n_nodes, n_inputs, n_outputs;

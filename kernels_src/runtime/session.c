@@ -146,12 +146,16 @@ mrt_status mrt_session_create_from_file(const char *path, mrt_session **out, cha
     copy_error(err, err_size, msg);
     return MRT_STATUS_IO_ERROR;
   }
+  /* The bytes are read once into a block the session then owns: grown as the
+   * file is read (pages past the end are never touched, so not resident), then
+   * moved down to the first 64-byte boundary inside the block, as the weights
+   * are used in place. No second copy of the model ever exists. */
   uint8_t *buf = NULL;
   size_t len = 0, cap = 0;
   for (;;) {
     if (len == cap) {
       cap = cap ? cap * 2 : 1 << 16;
-      uint8_t *grown = realloc(buf, cap);
+      uint8_t *grown = cap < len ? NULL : realloc(buf, cap + MRT_ALIGN);
       if (!grown) {
         free(buf);
         fclose(f);
@@ -171,8 +175,13 @@ mrt_status mrt_session_create_from_file(const char *path, mrt_session **out, cha
     copy_error(err, err_size, "read error");
     return MRT_STATUS_IO_ERROR;
   }
-  mrt_status st = mrt_session_create(buf, len, 0, out, err, err_size);
-  free(buf);
+  uint8_t *model = (uint8_t *)(((uintptr_t)buf + MRT_ALIGN - 1) & ~(uintptr_t)(MRT_ALIGN - 1));
+  memmove(model, buf, len);
+  mrt_status st = mrt_session_create(model, len, MRT_SESSION_BORROW_BUFFER, out, err, err_size);
+  if (st)
+    free(buf);
+  else
+    (*out)->owned_model = buf;
   return st;
 }
 
