@@ -165,6 +165,19 @@ MRT_SGEMM_TILE(mrt_sgemm_kernel_8x48__avx512, MRT_AVX512, mrt_v16f, 16, 8, 3, 8,
 /* The same reading B in place, rows args->ldb floats apart (mrt_sgemm_range:
  * products of few rows of C, whose B panels would be packed for few tiles). */
 MRT_SGEMM_TILE(mrt_sgemm_kernel_8x48b__avx512, MRT_AVX512, mrt_v16f, 16, 8, 3, 8, args->ldb)
+/* And for up to 48 k steps along a row of tiles (mrt_sgemm_range): a tile of
+ * K = 16 reads 16 rows, and 8 rows ahead is then half past its block; it
+ * prefetches the next tile's rows instead (the next 48 columns of the same
+ * B rows). EfficientNet-B0's 1x1 16 -> 96 + SiLU on 112 x 112, one thread:
+ * 618 -> 580 us. */
+#undef MRT_SGEMM_PF
+#define MRT_SGEMM_PF(a, b, AS, BS)                                                              \
+  do {                                                                                          \
+    __builtin_prefetch((b) + 48, 0, 3);                                                         \
+    __builtin_prefetch((b) + 64, 0, 3);                                                         \
+    __builtin_prefetch((b) + 80, 0, 3);                                                         \
+  } while (0)
+MRT_SGEMM_TILE(mrt_sgemm_kernel_8x48bn__avx512, MRT_AVX512, mrt_v16f, 16, 8, 3, 8, args->ldb)
 #undef MRT_SGEMM_PF
 #define MRT_SGEMM_PF(a, b, AS, BS)
 MRT_SGEMM_TILE(mrt_sgemm_kernel_1x48__avx512, MRT_AVX512, mrt_v16f, 16, 1, 3, 8, 48)
@@ -300,8 +313,13 @@ const mrt_sgemm_kernel *mrt_sgemm_kernel_select(void) {
 #endif
 }
 
-#ifndef MRT_SGEMM_DIRECT_B_ROWS
-#define MRT_SGEMM_DIRECT_B_ROWS 128
+#if MRT_SGEMM_AVX512
+/* Whether the AVX-512 tiles read B in place for C of m rows and k (see
+ * mrt_sgemm_range): up to 128 rows, or 256 with few k, whose B block is
+ * small (EfficientNet-B0's 1x1 24 -> 144 on 56 x 56 and 40 -> 240 on 28 x 28,
+ * one thread: 263 -> 251 us, 137 -> 131; ResNet-50's 64 -> 256 on 56 x 56 no
+ * better). The same answer for the thread split (mrt_sgemm_mt). */
+static int mrt_sgemm_direct_rows(size_t m, size_t k) { return m <= 128 || (m <= 256 && k <= 48); }
 #endif
 static size_t mrt_round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 static size_t mrt_min(size_t a, size_t b) { return a < b ? a : b; }
@@ -530,7 +548,8 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
    * few tiles' reading it from the source, rows a plane apart, with the
    * tile's prefetch 8 rows ahead. Rows of C whole panels only (no edge rows).
    * Up to 128 rows (1x1 512 -> 128 on 28 x 28: 589-637 -> 541-559 us); 256
-   * lost (1024 -> 256 on 14 x 14: 585-588 -> 620-623). Columns of tiles too
+   * lost (1024 -> 256 on 14 x 14: 585-588 -> 620-623) but for few k
+   * (mrt_sgemm_direct_rows). Columns of tiles too
    * (fewer than 64 rows, no residual): a panel's one to seven tiles read it
    * in place, the first from memory, the others from L1, where the packer
    * had written and read it once more (MobileNetV2, one thread, in the whole
@@ -538,7 +557,7 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
    * 136 -> 89, 144 -> 32 on 28 x 28 57 -> 40; EfficientNet-B0's 144 -> 40
    * on 28 x 28 60 -> 48). */
   const int direct_b = (rows_first || m < 64) && kern == &mrt_sgemm_avx512 && !b->packed && !b->pack &&
-                       b->cs == 1 && b->scale == 1.0f && m % mr == 0 && m <= MRT_SGEMM_DIRECT_B_ROWS;
+                       b->cs == 1 && b->scale == 1.0f && m % mr == 0 && mrt_sgemm_direct_rows(m, k);
   size_t bskip = 0;
 #else
   const size_t nc = kern->nc;
@@ -630,7 +649,8 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
 #endif
 #if MRT_SGEMM_AVX512
             if (jr < bskip) {
-              mrt_sgemm_kernel_8x48b__avx512(kcur, ap + ir * kcur, b->data + k0 * b->rs + j, cp, ldc, &args);
+              (rows_first && kcur <= 48 ? mrt_sgemm_kernel_8x48bn__avx512 : mrt_sgemm_kernel_8x48b__avx512)(
+                  kcur, ap + ir * kcur, b->data + k0 * b->rs + j, cp, ldc, &args);
               continue;
             }
 #endif
@@ -836,7 +856,7 @@ void mrt_sgemm_mt(mrt_pool *pool, const mrt_sgemm_kernel *kern, size_t m, size_t
    * families pack B per task along M: unchanged. */
 #if MRT_SGEMM_AVX512
   const int few = a->packed && kern == &mrt_sgemm_avx512 && !b->packed && !b->pack && b->cs == 1 &&
-                  b->scale == 1.0f && m % kern->mr == 0 && m <= MRT_SGEMM_DIRECT_B_ROWS &&
+                  b->scale == 1.0f && m % kern->mr == 0 && mrt_sgemm_direct_rows(m, k) &&
                   (n + kern->nr - 1) / kern->nr <= 4 * threads;
 #else
   const int few = 0;

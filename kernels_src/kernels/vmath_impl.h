@@ -148,11 +148,38 @@ MRT_VINLINE VF V(mrt_vsigmoid)(VF x) {
   return V(mrt_vsel)(x < 0.0f, e, VSPLAT(1.0f)) / (1.0f + e);
 }
 
-/* x * sigmoid(x): very negative x gives -0, as it should. */
-MRT_VINLINE VF V(mrt_vsilu)(VF x) {
-  const VF e = V(mrt_vexp_neg)((VF)((VI)x | (int32_t)0x80000000));
-  return V(mrt_vsel)(x < 0.0f, x * e, x) / (1.0f + e);
+/*
+ * exp(-x), bit for bit mrt_vexp(-x) with the negation folded in: x clamped to
+ * [-89, 104], t = -x / ln2 rounded, s = x + n ln2 = -r, and the polynomial
+ * in r evaluated in s with its odd coefficients negated (exact: rounding is
+ * symmetric). SiLU's x / (1 + exp(-x)) then needs no |x|, no x * e and no
+ * select: three vector operations less than through exp(-|x|) (AVX-512, in
+ * L1: 0.231 -> 0.210 ns a float; the division bounds it).
+ */
+MRT_VINLINE VF V(mrt_vexp_negx)(VF x) {
+  const VF lo = VSPLAT(-89.0f), hi = VSPLAT(104.0f);
+  const VF xl = V(mrt_vsel)(lo > x, lo, x);
+  const VF xc = V(mrt_vsel)(hi < xl, hi, xl);
+  const float shifter = 12582912.0f;
+  const VF t = xc * -1.44269504f + shifter;
+  const VF nf = t - shifter;
+  const VF s = (xc + nf * 0.693145751953125f) + nf * 1.428606765330187e-06f;
+  const VF p = 1.0f - s * (0.9999997019767761f -
+                           s * (0.4999915063381195f -
+                                s * (0.1666763573884964f - s * (0.04189793020486832f - s * 0.008290313184261322f))));
+#ifdef MRT_VSCALEF
+  return MRT_VSCALEF(p, nf);
+#else
+  const VI n = (VI)t - 0x4B400000;
+  const VI n1 = n >> 1, n2 = n - n1;
+  const VF s1 = (VF)((n1 + 127) << 23), s2 = (VF)((n2 + 127) << 23);
+  return p * s1 * s2;
+#endif
 }
+
+/* x * sigmoid(x) = x / (1 + exp(-x)): below x = -88.7 exp(-x) is +inf and
+ * the result -0 (the true value is under 2e-37 there); +inf gives +inf. */
+MRT_VINLINE VF V(mrt_vsilu)(VF x) { return x / (1.0f + V(mrt_vexp_negx)(x)); }
 
 /*
  * tanh(x) = x P(x^2) / Q(x^2) for |x| <= 9, P of degree 4 and Q of degree 4 in
