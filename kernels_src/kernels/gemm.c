@@ -37,11 +37,22 @@ typedef float mrt_v16f __attribute__((vector_size(64)));
  * sum through the Relu / Clip kernels' selects (bit for bit, NaN passes, and
  * lo > hi gives hi); on x86 each select is one maxps / minps. */
 #define MRT_SGEMM_SEL(VT, m, a, b) ((VT)(((__typeof__(m))(a) & (m)) | ((__typeof__(m))(b) & ~(m))))
-#define MRT_SGEMM_CLAMP_SEL(VT, x, lo, hi)                                                    \
-  do {                                                                                        \
-    x = MRT_SGEMM_SEL(VT, x < lo, lo, x);                                                     \
-    x = MRT_SGEMM_SEL(VT, x > hi, hi, x);                                                     \
-  } while (0)
+/* acc[][] clamped that way to [lo, hi], each bound only where it is finite: the
+ * clamp after a residual too (Relu's upper bound +inf: 24 operations a tile
+ * less). */
+#define MRT_SGEMM_TILE_CLAMP(VT, MR, NV, LO, HI)                                              \
+  if ((LO) != -__builtin_inff()) {                                                            \
+    const VT lo = (VT){0} + (LO);                                                             \
+    _Pragma("clang loop unroll(full)") for (int r = 0; r < MR; ++r)                           \
+      _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v)                         \
+        acc[r][v] = MRT_SGEMM_SEL(VT, acc[r][v] < lo, lo, acc[r][v]);                         \
+  }                                                                                           \
+  if ((HI) != __builtin_inff()) {                                                             \
+    const VT hi = (VT){0} + (HI);                                                             \
+    _Pragma("clang loop unroll(full)") for (int r = 0; r < MR; ++r)                           \
+      _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v)                         \
+        acc[r][v] = MRT_SGEMM_SEL(VT, acc[r][v] > hi, hi, acc[r][v]);                         \
+  }
 #if MRT_SGEMM_TILE_RES
 /* The residual on the finished tile values acc[][] (gemm.h), in the tiles
  * defined while MRT_SGEMM_RES_HERE is 1 (AVX-512 and AVX2). */
@@ -49,14 +60,13 @@ typedef float mrt_v16f __attribute__((vector_size(64)));
 #define MRT_SGEMM_TILE_RES_ADD(VT, VL, MR, NV)                                                \
   if (MRT_SGEMM_RES_HERE && args->res) {                                                      \
     const float *const res_ = args->res;                                                      \
-    const VT plo = (VT){0} + args->post_lo, phi = (VT){0} + args->post_hi;                    \
     _Pragma("clang loop unroll(full)") for (int r = 0; r < MR; ++r)                           \
       _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v) {                       \
         VT rv;                                                                                \
         __builtin_memcpy(&rv, res_ + (size_t)r * ldc + v * (VL), sizeof(VT));                 \
         acc[r][v] += rv;                                                                      \
-        MRT_SGEMM_CLAMP_SEL(VT, acc[r][v], plo, phi);                                         \
       }                                                                                       \
+    MRT_SGEMM_TILE_CLAMP(VT, MR, NV, args->post_lo, args->post_hi)                            \
   }
 #else
 #define MRT_SGEMM_TILE_RES_ADD(VT, VL, MR, NV)
@@ -106,18 +116,7 @@ typedef float mrt_v16f __attribute__((vector_size(64)));
           __builtin_memcpy(&bc, bcol + v * VL, sizeof(VT));                                   \
           _Pragma("clang loop unroll(full)") for (int r = 0; r < MR; ++r) acc[r][v] += bc;    \
         }                                                                                     \
-      if (args->lo != -__builtin_inff()) {                                                    \
-        const VT lo = (VT){0} + args->lo;                                                     \
-        _Pragma("clang loop unroll(full)") for (int r = 0; r < MR; ++r)                       \
-          _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v)                     \
-            acc[r][v] = MRT_SGEMM_SEL(VT, acc[r][v] < lo, lo, acc[r][v]);                     \
-      }                                                                                       \
-      if (args->hi != __builtin_inff()) {                                                     \
-        const VT hi = (VT){0} + args->hi;                                                     \
-        _Pragma("clang loop unroll(full)") for (int r = 0; r < MR; ++r)                       \
-          _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v)                     \
-            acc[r][v] = MRT_SGEMM_SEL(VT, acc[r][v] > hi, hi, acc[r][v]);                     \
-      }                                                                                       \
+      MRT_SGEMM_TILE_CLAMP(VT, MR, NV, args->lo, args->hi)                                    \
       MRT_SGEMM_TILE_RES_ADD(VT, VL, MR, NV)                                                  \
     }                                                                                         \
     _Pragma("clang loop unroll(full)") for (int r = 0; r < MR; ++r)                           \
