@@ -150,10 +150,12 @@ def randn(*shape, scale=1.0):
     return (RNG.standard_normal(shape) * scale).astype(np.float32)
 
 
-def conv_block(c_in, c_mid, hw, k=1, group=1, act="Relu", pads=0, feed_scale=1.0):
+def conv_block(c_in, c_mid, hw, k=1, group=1, act="Relu", pads=0, feed_scale=1.0, shortcut=None):
     """Relu(X) -> Conv a (the residual) ; Relu(X) -> Conv b ; Add(b, a) [-> act] ->
     Conv c: b + the residual fuses into one FusedConv whose residual (a's output,
-    not read again) dies there."""
+    not read again) dies there. Either Conv can take the Add; with `shortcut`
+    (an activation after Conv a, as a basic block's identity path is a tensor
+    no Conv writes last) only b can, so that b's own path runs in place."""
     x = randn(1, c_in, hw, hw, scale=feed_scale)
     consts = {
         "Wa": randn(c_mid, c_in, 1, 1, scale=0.2), "Ba": randn(c_mid, scale=0.1),
@@ -171,7 +173,11 @@ def conv_block(c_in, c_mid, hw, k=1, group=1, act="Relu", pads=0, feed_scale=1.0
     if group != 1:
         attrs["group"] = group
     nodes.append(helper.make_node("Conv", [src, "Wb", "Bb"], ["b"], **attrs))
-    nodes.append(helper.make_node("Add", ["b", "a"], ["s"]))
+    res = "a"
+    if shortcut:
+        nodes += activation_nodes(shortcut, "a", "ar", consts, alpha=0.1)
+        res = "ar"
+    nodes.append(helper.make_node("Add", ["b", res], ["s"]))
     last = "s"
     if act:
         nodes += activation_nodes(act, "s", "t", consts, alpha=0.1)
@@ -198,6 +204,14 @@ BLOCKS = {
     "depthwise": dict(c_in=8, c_mid=32, hw=12, k=3, pads=1, group=32),
     # the stem (C_in <= 4) + residual
     "stem": dict(c_in=3, c_mid=16, hw=16, k=3, pads=1),
+    # the residual behind an activation: the 3x3 / depthwise / stem Conv itself
+    # takes the Add, and its path reads the residual's copy from the shared
+    # scratch (the dense path on AVX-512: 64 channels, 196 and 180 pixels, two
+    # chunks, a ragged tile; else im2col accumulating)
+    "3x3_dense": dict(c_in=32, c_mid=64, hw=14, k=3, pads=1, shortcut="Relu"),
+    "3x3_dense_clip": dict(c_in=16, c_mid=128, hw=13, k=3, pads=1, act="Clip", shortcut="LeakyRelu"),
+    "depthwise_copy": dict(c_in=8, c_mid=32, hw=12, k=3, pads=1, group=32, shortcut="Relu"),
+    "stem_copy": dict(c_in=3, c_mid=16, hw=16, k=3, pads=1, shortcut="Relu"),
 }
 
 
@@ -265,7 +279,8 @@ def test_runs_twice_the_same():
 
 # --- other builds: --tune size, --no-threads, ARM (NEON) under qemu ----------
 
-BUILD_BLOCKS = ["1x1_kblocks", "1x1_linear", "1x1_leaky", "3x3_relu", "depthwise", "stem"]
+BUILD_BLOCKS = ["1x1_kblocks", "1x1_linear", "1x1_leaky", "3x3_relu", "depthwise", "stem", "3x3_dense",
+                "depthwise_copy"]
 
 RUNNER = r"""
 import json, sys

@@ -79,11 +79,22 @@ typedef struct mrt_conv_params {
   float *dense_w;
   size_t dense_nc;
   /* Y in the residual's memory (the planner's in_place, docs/registry.md):
-   * the GEMM paths add the product onto it (accumulate); the others read a
-   * copy of the residual taken first into res_copy (NULL on GEMM paths). */
-  int in_place;
-  float *res_copy;
+   * the GEMM paths add the product onto it (accumulate); the others
+   * (res_copy) read a copy of the residual taken first into the session's
+   * scratch at res_off, after this node's own need (scratch_bytes). */
+  int in_place, res_copy;
+  size_t res_off, scratch_bytes;
 } mrt_conv_params;
+
+/* Every path's scratch request passes through here, those of the headers
+ * included below too (each call site names its mrt_conv_params `p`), so that
+ * prepare knows where this node's need ends: the residual's copy goes after
+ * it in the scratch that all nodes share, not in memory of its own. */
+MRT_PREPARE_CODE static void mrt_conv_request_scratch(mrt_ctx *ctx, mrt_conv_params *p, size_t size) {
+  if (size > p->scratch_bytes) p->scratch_bytes = size;
+  mrt_ctx_request_scratch(ctx, size);
+}
+#define mrt_ctx_request_scratch(ctx, size) mrt_conv_request_scratch((ctx), p, (size))
 
 /* The channel-blocked depthwise path is speed code: `--tune size` keeps the
  * plane path only, as do Android's x86 ABIs (emulators; the blocked path cost
@@ -800,8 +811,10 @@ mrt_status mrt_conv_core_prepare_f32(mrt_node *node, mrt_ctx *ctx, const mrt_con
 #endif
   if (copy) {
     const size_t bytes = p->batch * p->c_out * p->out_pix * sizeof(float);
-    if (!(p->res_copy = (float *)mrt_ctx_alloc(ctx, bytes + 64))) return MRT_STATUS_OUT_OF_MEMORY;
-    p->res_copy = (float *)(((uintptr_t)p->res_copy + 63) & ~(uintptr_t)63);
+    p->res_off = mrt_round_up(p->scratch_bytes, 64);
+    if (bytes > SIZE_MAX - p->res_off) return MRT_STATUS_OUT_OF_MEMORY;
+    mrt_ctx_request_scratch(ctx, p->res_off + bytes);
+    p->res_copy = 1;
   }
   return MRT_STATUS_OK;
 }
@@ -891,8 +904,9 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
   float *y = (float *)node->outputs[0]->data;
   const float *res = node->n_inputs > 3 && node->inputs[3] ? (const float *)node->inputs[3]->data : NULL;
   if (p->res_copy && res) {
-    memcpy(p->res_copy, res, p->batch * p->c_out * p->out_pix * sizeof(float));
-    res = p->res_copy;
+    float *copy = (float *)((char *)scratch + p->res_off);
+    memcpy(copy, res, p->batch * p->c_out * p->out_pix * sizeof(float));
+    res = copy;
   }
 
   if (p->path == MRT_CONV_DEPTHWISE) {
@@ -936,10 +950,11 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
   mrt_sgemm_epilogue ep = p->post;
   ep.lo = p->lo;
   ep.hi = p->hi;
-  /* In place: C holds the residual, the product is added onto it (right for
-   * any number of k blocks) and the tiles clamp the sum; the post stage keeps
-   * LeakyRelu and the array activation only. */
-  const int acc = p->in_place && res;
+  /* In place on the GEMM paths: C holds the residual, the product is added
+   * onto it (right for any number of k blocks) and the tiles clamp the sum;
+   * the post stage keeps LeakyRelu and the array activation only. The dense
+   * path reads the residual's copy in its post stage, as out of place. */
+  const int acc = p->in_place && res && !p->res_copy;
   if (acc) {
     ep.lo = p->post.post_lo;
     ep.hi = p->post.post_hi;
