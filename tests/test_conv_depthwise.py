@@ -227,11 +227,22 @@ def test_depthwise_interleaved_gather(isa, shape, c):
 # zero-padded row buffer, split into even and odd columns at stride 2, two
 # output rows a pass): rows ending in a ragged vector, odd output heights (a
 # last pass of one row), pads of 0, 1 and 2 on either side, odd input widths.
+# The buffer fill reads whole vectors (stride 2: pairs) with plain loads and
+# only a ragged end with masked ones, whose zeros clear the buffer past the
+# row: input rows of whole vectors with a pad (64 wide; 64 and 96 at stride
+# 2), ends of 1, 8, 15 floats (57, 56, 63 wide) and, at stride 2, of exactly
+# 16 and of 17 (80, 113) floats past the last pair.
 ROWS = {
     "s1_ow56": ((5, 56), {"pads": [1, 1, 1, 1]}),
     "s1_asym_ow59": ((7, 60), {"pads": [0, 1, 2, 0]}),
     "s1_nopad_ow62": ((6, 64), {}),
     "s1_ow113": ((4, 113), {"pads": [1, 1, 1, 1]}),
+    "s1_w64_ow64": ((5, 64), {"pads": [1, 1, 1, 1]}),
+    "s1_w57_ow57": ((6, 57), {"pads": [1, 1, 1, 1]}),
+    "s1_w63_pad2_ow65": ((3, 63), {"pads": [2, 2, 2, 2]}),
+    "s2_w64_ow32": ((8, 64), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    "s2_w96_asym_ow48": ((9, 96), {"pads": [0, 0, 1, 1], "strides": [2, 2]}),
+    "s2_w80_ow40": ((6, 80), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
     "s2_ow28": ((7, 56), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
     "s2_ow31": ((9, 61), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
     "s2_ow56": ((9, 112), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),

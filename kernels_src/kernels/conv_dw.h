@@ -405,16 +405,44 @@ MRT_DWR_AVX512 static inline __attribute__((always_inline)) void mrt_dwr_fill(co
   const size_t W = p->in[2], px = (size_t)p->pb[2];
   /* The row 4 rows on, into L1: the loads of the rows had stalled the taps
    * (perf, 96 x 112 x 112 stride 2: 45 % of the path's samples after them);
-   * 203 -> 194 us, 8 rows no better. */
-  for (size_t i = 0; i < W; i += 16) __builtin_prefetch(xr + 4 * W + i, 0, 3);
+   * 203 -> 194 us, 8 rows no better. Whole vectors by plain loads, the
+   * ragged end by one masked load whose zeros also clear the buffer past the
+   * row: the masks' scalar work had cost more than the taps at stride 2 (perf,
+   * 144 x 56 x 56: the fills 64 % of the path's samples). */
+  const float *pf = xr + 4 * W;
   if (SX == 1) {
-    for (size_t i = 0; i < W; i += 16) mrt_store16(b + px + i, mrt_load16(xr + i, W - i), 16);
+    size_t i = 0;
+    float *to = b + px;
+    for (; i + 16 <= W; i += 16) {
+      __builtin_prefetch(pf + i, 0, 3);
+      mrt_v16f v;
+      __builtin_memcpy(&v, xr + i, sizeof v);
+      __builtin_memcpy(to + i, &v, sizeof v);
+    }
+    if (i < W) {
+      __builtin_prefetch(pf + i, 0, 3);
+      mrt_store16(to + i, mrt_load16(xr + i, W - i), 16);
+    }
     return;
   }
   /* xpad[u] = x[u - px]; E[m] = xpad[2m], O[m] = xpad[2m + 1]. */
   float *e = b, *o = b + L;
   float *ev_to = px % 2 ? o + px / 2 : e + px / 2, *od_to = px % 2 ? e + px / 2 + 1 : o + px / 2;
-  for (size_t i = 0, q = 0; i < W; i += 32, q += 16) {
+  size_t i = 0, q = 0;
+  for (; i + 32 <= W; i += 32, q += 16) {
+    __builtin_prefetch(pf + i, 0, 3);
+    __builtin_prefetch(pf + i + 16, 0, 3);
+    mrt_v16f a, c;
+    __builtin_memcpy(&a, xr + i, sizeof a);
+    __builtin_memcpy(&c, xr + i + 16, sizeof c);
+    const mrt_v16f ev = __builtin_shufflevector(a, c, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const mrt_v16f od = __builtin_shufflevector(a, c, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    __builtin_memcpy(ev_to + q, &ev, sizeof ev);
+    __builtin_memcpy(od_to + q, &od, sizeof od);
+  }
+  if (i < W) {
+    __builtin_prefetch(pf + i, 0, 3);
+    if (W - i > 16) __builtin_prefetch(pf + i + 16, 0, 3);
     const mrt_v16f a = mrt_load16(xr + i, W - i), c = mrt_load16(xr + i + 16, W - i > 16 ? W - i - 16 : 0);
     mrt_store16(ev_to + q, __builtin_shufflevector(a, c, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), 16);
     mrt_store16(od_to + q, __builtin_shufflevector(a, c, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), 16);
@@ -488,7 +516,7 @@ MRT_DWR_AVX512 static void mrt_dwr_task(void *varg, size_t task, size_t thread) 
   const mrt_dwb_job *j = (const mrt_dwb_job *)varg;
   const mrt_conv_params *p = j->p;
   float *bufs = (float *)(j->scratch + thread * j->stride);
-  const size_t L = mrt_dwr_row(p), K = p->k[1];
+  const size_t L = mrt_dwr_row(p);
   memset(bufs, 0, mrt_dwr_stride(p));
   const size_t i1 = mrt_dwb_run_start(j, task + 1);
   for (size_t i = mrt_dwb_run_start(j, task); i < i1; ++i) {
