@@ -299,8 +299,10 @@ __attribute__((target("avx2,fma"))) static inline void mrt_conv_row_zero(float *
   mrt_conv_row_copy(d, z, n < 8 ? n : 8);
   for (size_t i = 8; i < n; i += 8) mrt_conv_row_copy(d + i, z, n - i < 8 ? n - i : 8);
 }
+/* Channels [c0, c1), padded rows [r0, r1) of each (row r = z * xp[1] + y). */
 __attribute__((target("avx2,fma"))) static void mrt_conv_pad_fill(const mrt_conv_params *p, const float *xg,
-                                                                float *MRT_RESTRICT xp, size_t c0, size_t c1) {
+                                                                float *MRT_RESTRICT xp, size_t c0, size_t c1,
+                                                                size_t r0, size_t r1) {
   const size_t pz = p->xp[0], py = p->xp[1], px = p->xp[2];
   /* (a left pad wider than the buffer: every column is padding) */
   const size_t bz = (size_t)p->pb[0], by = (size_t)p->pb[1], bx = mrt_min((size_t)p->pb[2], px);
@@ -308,17 +310,17 @@ __attribute__((target("avx2,fma"))) static void mrt_conv_pad_fill(const mrt_conv
   for (size_t a = 0; a < 3; ++a)
     n[a] = p->xp[a] > (size_t)p->pb[a] ? mrt_min(p->in[a], p->xp[a] - (size_t)p->pb[a]) : 0;
   for (size_t c = c0; c < c1; ++c)
-    for (size_t z = 0; z < pz; ++z)
-      for (size_t y = 0; y < py; ++y) {
-        float *d = xp + ((c * pz + z) * py + y) * px;
-        if (z < bz || z - bz >= n[0] || y < by || y - by >= n[1]) {
-          mrt_conv_row_zero(d, px);
-          continue;
-        }
-        mrt_conv_row_zero(d, bx);
-        mrt_conv_row_copy(d + bx, xg + c * p->in_pix + ((z - bz) * p->in[1] + y - by) * p->in[2], n[2]);
-        mrt_conv_row_zero(d + bx + n[2], px - bx - n[2]);
+    for (size_t r = r0; r < r1; ++r) {
+      const size_t z = r / py, y = r % py;
+      float *d = xp + (c * pz * py + r) * px;
+      if (z < bz || z - bz >= n[0] || y < by || y - by >= n[1]) {
+        mrt_conv_row_zero(d, px);
+        continue;
       }
+      mrt_conv_row_zero(d, bx);
+      mrt_conv_row_copy(d + bx, xg + c * p->in_pix + ((z - bz) * p->in[1] + y - by) * p->in[2], n[2]);
+      mrt_conv_row_zero(d + bx + n[2], px - bx - n[2]);
+    }
 }
 #endif
 
@@ -869,6 +871,9 @@ typedef struct mrt_pad_job {
   const float *xg;
   float *xp;
   size_t per_task;
+#if MRT_SGEMM_AVX512
+  size_t chunks; /* dense path, one panel: runs of rows, those of per_task chunks a task */
+#endif
 } mrt_pad_job;
 
 static void mrt_conv_pad_task(void *varg, size_t task, size_t thread) {
@@ -877,10 +882,21 @@ static void mrt_conv_pad_task(void *varg, size_t task, size_t thread) {
   const size_t plane = p->xp[0] * p->xp[1] * p->xp[2], c0 = task * j->per_task;
   const size_t c1 = mrt_min(p->c_in / p->group, c0 + j->per_task);
   (void)thread;
+#if MRT_SGEMM_AVX512
+  if (p->dense_w && j->chunks) {
+    /* The rows from this task's first chunk's first tap row to the next
+     * task's: those its own tiles read (and the one or two after them). */
+    const size_t rows = p->xp[0] * p->xp[1], a = task * j->per_task, b = a + j->per_task;
+    const size_t r0 = task ? mrt_conv_dense_chunk_row(p, a, j->chunks) : 0;
+    const size_t r1 = b < j->chunks ? mrt_conv_dense_chunk_row(p, b, j->chunks) : rows;
+    if (r1 > r0) mrt_conv_pad_fill(p, j->xg, j->xp, 0, p->c_in / p->group, r0, r1);
+    return;
+  }
+#endif
   if (c0 >= c1) return;
 #if MRT_SGEMM_AVX512
   if (p->dense_w) {
-    mrt_conv_pad_fill(p, j->xg, j->xp, c0, c1);
+    mrt_conv_pad_fill(p, j->xg, j->xp, c0, c1, 0, p->xp[0] * p->xp[1]);
     return;
   }
 #endif
@@ -984,12 +1000,18 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
       if (p->path == MRT_CONV_IM2COL && p->pad_copy) {
 #if MRT_ENABLE_THREADS
         mrt_pad_job pj = {p, xg, xpad, (cg + pad_tasks - 1) / pad_tasks};
-        mrt_parallel_for(node->pool, (cg + pj.per_task - 1) / pj.per_task, mrt_conv_pad_task, &pj);
+        size_t n_pad = (cg + pj.per_task - 1) / pj.per_task;
+#if MRT_SGEMM_AVX512
+        /* One panel split by pixels: each thread pads the rows its chunks read. */
+        if (p->dense_w && p->m == p->dense_nc && (n_pad = mrt_conv_dense_split(node->pool, p, &pj.chunks, &pj.per_task)) < 2)
+          pj.chunks = 0, pj.per_task = (cg + pad_tasks - 1) / pad_tasks, n_pad = (cg + pj.per_task - 1) / pj.per_task;
+#endif
+        mrt_parallel_for(node->pool, n_pad, mrt_conv_pad_task, &pj);
         ic.x = xpad;
 #else
 #if MRT_SGEMM_AVX512
         if (p->dense_w)
-          mrt_conv_pad_fill(p, xg, xpad, 0, p->c_in / p->group), ic.x = xpad;
+          mrt_conv_pad_fill(p, xg, xpad, 0, p->c_in / p->group, 0, p->xp[0] * p->xp[1]), ic.x = xpad;
         else
 #endif
           ic.x = mrt_conv_pad_input(p, xg, xpad, 0, p->c_in / p->group);

@@ -254,26 +254,44 @@ static void mrt_conv_dense_task(void *varg, size_t task, size_t thread) {
   for (size_t i = task * jb->per_task; i < i1; ++i) jb->item(jb, i, thread);
 }
 
-/* Group g of one batch item: xp its padded input, y / res its output
- * channels. A panel's tiles are dealt evenly over its chunks (784 pixels:
- * 5 chunks of 156-160, not 4 x 192 + 16), and when the panels do not split
- * evenly over the threads, the chunks do (64 channels on 56 x 56, 2 threads: 18
- * chunks, 9 a thread, not 17). Each pixel's sums do not depend on its chunk:
- * the same bytes at every thread count. */
-static void mrt_conv_dense_run(mrt_pool *pool, const mrt_conv_params *p, size_t g, const float *xp,
-                               const float *bias, const float *res, float *y, void *scratch) {
+/* How a group's pixels are cut (the same for every group): *chunks chunks of
+ * the tiles, *per_task items (panel-major (panel, chunk) pairs) a task;
+ * returns the tasks (1: on the caller's thread). A panel's tiles are dealt
+ * evenly over its chunks (784 pixels: 5 chunks of 156-160, not 4 x 192 +
+ * 16), and when the panels do not split evenly over the threads, the chunks
+ * do (64 channels on 56 x 56, 2 threads: 18 chunks, 9 a thread, not 17). */
+static size_t mrt_conv_dense_split(mrt_pool *pool, const mrt_conv_params *p, size_t *chunks, size_t *per_task) {
   const size_t tiles = (p->out_pix + MRT_DENSE_NP - 1) / MRT_DENSE_NP, panels = p->m / p->dense_nc;
   const size_t threads = mrt_pool_threads(pool);
-  size_t chunks = (tiles * MRT_DENSE_NP + MRT_DENSE_JB - 1) / MRT_DENSE_JB;
-  const size_t tasks = mrt_min(chunks * panels, mrt_pool_tasks(pool, p->m * p->out_pix * p->kdim, (size_t)1 << 17));
-  if (tasks > 1 && panels % threads) chunks = mrt_round_up(chunks, threads);
-  const size_t items = chunks * panels;
-  mrt_dense_job job = {p, xp, p->dense_w + g * p->m * p->kdim, bias, res, y, (char *)scratch, chunks, tiles, items,
+  size_t c = (tiles * MRT_DENSE_NP + MRT_DENSE_JB - 1) / MRT_DENSE_JB;
+  const size_t tasks = mrt_min(c * panels, mrt_pool_tasks(pool, p->m * p->out_pix * p->kdim, (size_t)1 << 17));
+  if (tasks > 1 && panels % threads) c = mrt_round_up(c, threads);
+  *chunks = c;
+  if (tasks <= 1) return *per_task = c * panels, 1;
+  *per_task = (c * panels + threads - 1) / threads;
+  return (c * panels + *per_task - 1) / *per_task;
+}
+
+/* The first padded row the taps of chunk c (of `chunks`) reach. */
+static size_t mrt_conv_dense_chunk_row(const mrt_conv_params *p, size_t c, size_t chunks) {
+  const size_t tiles = (p->out_pix + MRT_DENSE_NP - 1) / MRT_DENSE_NP;
+  const size_t j0 = mrt_min(p->out_pix, c * tiles / chunks * MRT_DENSE_NP), yz = j0 / p->out[2];
+  return (yz / p->out[1] * p->s[0] * p->xp[1] + yz % p->out[1] * p->s[1]);
+}
+
+/* Group g of one batch item: xp its padded input, y / res its output
+ * channels, cut as mrt_conv_dense_split says. Each pixel's sums do not
+ * depend on its chunk: the same bytes at every thread count. */
+static void mrt_conv_dense_run(mrt_pool *pool, const mrt_conv_params *p, size_t g, const float *xp,
+                               const float *bias, const float *res, float *y, void *scratch) {
+  const size_t tiles = (p->out_pix + MRT_DENSE_NP - 1) / MRT_DENSE_NP;
+  size_t chunks, per_task;
+  const size_t tasks = mrt_conv_dense_split(pool, p, &chunks, &per_task);
+  mrt_dense_job job = {p, xp, p->dense_w + g * p->m * p->kdim, bias, res, y, (char *)scratch, chunks, tiles, per_task,
                        p->dense_nc == MRT_DENSE_NC ? mrt_conv_dense_item : mrt_conv_dense_item__avx2};
   if (tasks <= 1) {
     mrt_conv_dense_task(&job, 0, 0);
     return;
   }
-  job.per_task = (items + threads - 1) / threads;
-  mrt_parallel_for(pool, (items + job.per_task - 1) / job.per_task, mrt_conv_dense_task, &job);
+  mrt_parallel_for(pool, tasks, mrt_conv_dense_task, &job);
 }
