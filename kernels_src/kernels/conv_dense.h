@@ -39,6 +39,28 @@
  * loop made clang rotate the accumulators through extra moves: 1.25x; a
  * prefetch loop before each tile: 1.04-1.05x), blocks of 256 rows (64 KB
  * of weights past L1: 1.03-1.05x).
+ *
+ * Also measured and not taken (ResNet-50 in the profile_nodes harness, each
+ * 3x3 class's time over the same run's 1x1 convolutions, 8-10 interleaved
+ * rounds, so that the machine's load cancels; and one-node models):
+ *  - a channel-blocked padded copy (16 channels of a pixel in one 64-byte
+ *    line, k rows ordered (block, tap, channel), the copy made by 16 x 16
+ *    register transposes in the padding pass): in the whole model within
+ *    1 % of this layout; in one-node models with the copy left out of both,
+ *    its tiles ran 3-8 % slower than on NCHW rows (each k row of a tile then
+ *    reads 6 lines, not 1-2 of 6 neighbouring floats, and a 64-row block
+ *    spans 4 taps' rows: 16 KB of input lines against 9 KB; cachegrind on
+ *    the AVX2 tiles: 14 % more L1 read misses);
+ *  - each chunk copying its own window of padded rows just before its
+ *    tiles, chunk-major over the panels, the next window's input rows
+ *    prefetched: 3-7 % slower (halo rows copied again, every panel's weights
+ *    cycled per chunk); padding rows on first use into a per-thread copy:
+ *    no better;
+ *  - blocks of 128 rows with chunks of 96, 96 with 144, 32 with 192, one
+ *    block of all of k (the weights then stream from L2): 1-7 % slower.
+ * Leaving the padded copy out altogether (wrong sums, a probe) took 1-2 %
+ * off the stride-1 classes in the whole model and 8-10 % off the stride-2
+ * ones (the 1.7 MB copy of a 56 x 56 input): the copy matters only there.
  */
 
 #define MRT_DENSE_NP 6   /* pixels a tile */
