@@ -443,9 +443,23 @@ MRT_DWR_AVX512 static inline __attribute__((always_inline)) void mrt_dwr_fill(co
   if (i < W) {
     __builtin_prefetch(pf + i, 0, 3);
     if (W - i > 16) __builtin_prefetch(pf + i + 16, 0, 3);
-    const mrt_v16f a = mrt_load16(xr + i, W - i), c = mrt_load16(xr + i + 16, W - i > 16 ? W - i - 16 : 0);
-    mrt_store16(ev_to + q, __builtin_shufflevector(a, c, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), 16);
-    mrt_store16(od_to + q, __builtin_shufflevector(a, c, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), 16);
+    /* The 1 to 31 floats left: masks from one count, no load of zeros (perf
+     * had the ragged end at 2.4 times a whole pair's samples; one-node
+     * 144 x 56 x 56 stride 2, best of 8 x 200, twice: 79.8 -> 75.9 us,
+     * 80.7 -> 76.4). */
+    const unsigned r = (unsigned)(W - i), ma = r >= 16 ? 0xffffu : (1u << r) - 1u, mc = r > 16 ? (1u << (r - 16)) - 1u : 0u;
+    mrt_v16f a, c;
+    if (ma == 0xffffu) {
+      __builtin_memcpy(&a, xr + i, sizeof a);
+      c = __builtin_ia32_loadups512_mask(xr + i + 16, (mrt_v16f){0}, (unsigned short)mc);
+    } else {
+      a = __builtin_ia32_loadups512_mask(xr + i, (mrt_v16f){0}, (unsigned short)ma);
+      c = (mrt_v16f){0};
+    }
+    const mrt_v16f ev = __builtin_shufflevector(a, c, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const mrt_v16f od = __builtin_shufflevector(a, c, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    __builtin_memcpy(ev_to + q, &ev, sizeof ev);
+    __builtin_memcpy(od_to + q, &od, sizeof od);
   }
 }
 
