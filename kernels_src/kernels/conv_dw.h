@@ -570,7 +570,27 @@ static void mrt_conv_dwb_run(mrt_pool *pool, const mrt_conv_params *p, const flo
   /* Runs of items, a few a thread, as many as mrt_pool_tasks allows (1: the
    * caller's thread alone), as the plane path cuts its planes: a task per
    * block (36 on 576 x 14 x 14) measured no faster at 2 threads than at 1,
-   * where the plane path's 8 tasks went 63 -> 41 us, in the same runs. */
+   * where the plane path's 8 tasks went 63 -> 41 us, in the same runs.
+   *
+   * What limits 2 threads here (MobileNetV2, profile_nodes harness, quiet
+   * machine, best of 3 x 30): the layers scale 1.0 - 1.5x where the 1x1
+   * expansions before them scale 1.7 - 1.9x, with both threads busy the whole
+   * node and the pool's dispatch under 0.5 us. Run a second time right after
+   * itself, a node scales about 2x (384 x 14 x 14: 34 -> 17 us, 576 x 14 x 14
+   * 55 -> 25, 960 x 7 x 7 19 -> 13; the depthwise total 832 -> 579); run
+   * right after its producer again it does not (so the input, which each
+   * thread reads from its own core's share of the expansion, is not it): its
+   * output lands in memory the projection after the previous depthwise read
+   * on both cores, and every line is taken back from the other core. Dealing
+   * the runs the other way round made it slower (input from the other core:
+   * 960 x 7 x 7 17 -> 24). Measured and not taken: on the row path a strip
+   * of rows a thread instead of planes, to meet the 1x1s' split by pixels (96
+   * x 112 x 112 stride 2: 138 against 144 us, 32 x 112 x 112 within noise);
+   * write prefetches of the output lines, a chunk's at once or spread over
+   * its gather (384 x 14 x 14 28 - 35 -> 33 - 41); input prefetches 2 or 4
+   * vectors ahead in the gather; per-thread scratch that no other node uses;
+   * the row path for 56-wide inputs on threads again after the faster fill
+   * (144 x 56 x 56: 102 against 106, stride 2 63 against 64: within noise). */
   if (job.items == 0) return;
   size_t per_task;
   job.runs = mrt_conv_runs(pool, job.items, p->batch * p->c_out * p->out_pix * p->kvol, MRT_DWB_TASK_MACS, &per_task);
