@@ -1190,7 +1190,10 @@ def fuse_matmul_bias(g: Graph, available: set[tuple[str, str]]) -> bool:
     """MatMul -> Add of a constant bias over the last axis ([N], or [1, .., N] no wider
     than the product) [-> Relu / Clip] -> ai.minibuild.FusedMatMul(A, B, bias): the
     bias (and the clamp) applied by the GEMM's tiles as they are stored, instead of a
-    pass over the product per op. Transformer exports write every linear layer so."""
+    pass over the product per op. Transformer exports write every linear layer so.
+    With Gelu after the Add (a feed-forward intermediate; fuse_gelu has run) it is
+    ai.minibuild.FusedMatMulAct, whose GEMM applies Gelu to each block of the product
+    while the block is in cache (its own op: FusedMatMul builds carry no vmath code)."""
     if (_MINIBUILD, "FusedMatMul") not in available:
         return False
     changed = False
@@ -1208,10 +1211,18 @@ def fuse_matmul_bias(g: Graph, available: set[tuple[str, str]]) -> bool:
         chain = [mm, add]
         act = _single_consumer(g, add.output[0])
         spec = _activation(g, act) if act is not None else None
+        op, approximate = "FusedMatMul", None
+        if spec is None and act is not None and act.domain == "" and act.op_type == "Gelu":
+            approximate = _attr(act, "approximate", b"none")
+            approximate = approximate.decode() if isinstance(approximate, bytes) else approximate
+            if (_MINIBUILD, "FusedMatMulAct") in available and approximate in ("none", "tanh"):
+                op, spec = "FusedMatMulAct", ("Gelu", [])
         if spec is not None:
             chain.append(act)
-        fused = helper.make_node("FusedMatMul", [mm.input[0], mm.input[1], c], [chain[-1].output[0]],
+        fused = helper.make_node(op, [mm.input[0], mm.input[1], c], [chain[-1].output[0]],
                                  domain=_MINIBUILD)
+        if op == "FusedMatMulAct":
+            fused.attribute.append(helper.make_attribute("approximate", approximate))
         if spec is not None:
             fused.attribute.append(helper.make_attribute("activation", spec[0]))
             if spec[1]:
@@ -1494,7 +1505,8 @@ def optimize(g: Graph, available: set[tuple[str, str]]) -> Graph:
     fuse_silu(g, available)  # first: Conv -> SiLU fuses into the convolution
     fuse_conv_epilogue(g, available)
     fuse_activations(g, available)
-    for fuse in (fuse_dynamic_matmul, fuse_matmul_bias, fuse_gelu, fuse_layernorm):
+    # Gelu first: a linear layer's Gelu joins its FusedMatMulAct.
+    for fuse in (fuse_gelu, fuse_dynamic_matmul, fuse_matmul_bias, fuse_layernorm):
         fuse(g, available)
     check_static(g)
     return g

@@ -3,9 +3,14 @@
  * (ai.minibuild: MatMul + a bias over the last axis + Relu/Clip), float32.
  * Gemm's work is shared with FusedGemm in the gemm support unit; MatMul maps
  * numpy matmul (1-D promotion, batch broadcasting) onto mrt_sgemm, and
- * FusedMatMul is the same with the bias and clamp in the GEMM tiles' epilogue.
+ * FusedMatMul is the same with the bias and clamp in the GEMM tiles' epilogue;
+ * FusedMatMulAct (ai.minibuild: MatMul + bias + Gelu) adds the activation
+ * as the GEMM's post stage, on each block of the product while it is in L2.
  */
 #include "gemm.h"
+#if defined(MRT_OP_FusedMatMulAct)
+#include "vmath.h"
+#endif
 
 #if defined(MRT_TYPE_float32)
 
@@ -32,7 +37,7 @@ void mrt_fusedgemm_run_f32(const mrt_node *node, void *scratch) {
 }
 #endif
 
-#if defined(MRT_OP_MatMul) || defined(MRT_OP_FusedMatMul)
+#if defined(MRT_OP_MatMul) || defined(MRT_OP_FusedMatMul) || defined(MRT_OP_FusedMatMulAct)
 typedef struct mrt_matmul_params {
   const mrt_sgemm_kernel *kern;
   size_t m, n, k;
@@ -42,7 +47,16 @@ typedef struct mrt_matmul_params {
   float *packed_b;     /* constant B: every B matrix packed, packed_b_stride floats apart */
   size_t packed_b_stride;
   float lo, hi;        /* FusedMatMul's clamp (-inf, +inf for none) */
+  mrt_sgemm_act_fn act; /* FusedMatMulAct's activation (vmath.h), or NULL */
 } mrt_matmul_params;
+
+/* The GEMM's post stage for an activation: rows of a block of C. */
+static void mrt_matmul_act_post(const mrt_sgemm_epilogue *ep, size_t i, size_t j, size_t rows, size_t cols,
+                                float *c, size_t ldc) {
+  (void)i;
+  (void)j;
+  for (size_t r = 0; r < rows; ++r) ep->act(cols, c + r * ldc, c + r * ldc);
+}
 
 MRT_PREPARE_CODE
 static mrt_status mrt_matmul_prepare(mrt_node *node, mrt_ctx *ctx, uint32_t max_inputs, float lo, float hi) {
@@ -101,6 +115,7 @@ static mrt_status mrt_matmul_prepare(mrt_node *node, mrt_ctx *ctx, uint32_t max_
   if (!p) return MRT_STATUS_OUT_OF_MEMORY;
   p->kern = mrt_sgemm_kernel_select();
   p->lo = lo;
+  p->act = NULL;
   p->hi = hi;
   p->m = (size_t)m;
   p->n = (size_t)n;
@@ -179,7 +194,11 @@ static void mrt_matmul_one(void *varg, size_t t, size_t thread) {
     sb.cs = 1;
     sb.scale = 1.0f;
   }
-  const mrt_sgemm_epilogue ep = {NULL, j->bias, p->lo, p->hi};
+  mrt_sgemm_epilogue ep = {NULL, j->bias, p->lo, p->hi};
+  if (p->act) {
+    ep.post = mrt_matmul_act_post;
+    ep.act = p->act;
+  }
   mrt_sgemm_mt(j->pool, p->kern, p->m, p->n, p->k, &sa, &sb, 0, &ep, j->y + t * p->m * p->n, p->n,
                j->scratch + thread * j->stride);
 }
@@ -213,15 +232,13 @@ mrt_status mrt_matmul_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
 void mrt_matmul_run_f32(const mrt_node *node, void *scratch) { mrt_matmul_run(node, scratch, NULL); }
 #endif
 
-#if defined(MRT_OP_FusedMatMul)
+#if defined(MRT_OP_FusedMatMul) || defined(MRT_OP_FusedMatMulAct)
 /* Inputs A, B, bias: the bias holds N floats, one per column of the product, in
  * any shape that broadcasts over Y's last axis alone ([N], [1, N], ...). */
 MRT_PREPARE_CODE
-mrt_status mrt_fusedmatmul_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
-  float lo, hi;
-  mrt_status st = mrt_sgemm_activation(ctx, node, &lo, &hi);
+static mrt_status mrt_matmul_bias_prepare(mrt_node *node, mrt_ctx *ctx, float lo, float hi) {
+  mrt_status st = mrt_matmul_prepare(node, ctx, 3, lo, hi);
   if (st != MRT_STATUS_OK) return st;
-  if ((st = mrt_matmul_prepare(node, ctx, 3, lo, hi)) != MRT_STATUS_OK) return st;
   const mrt_tensor *c = node->n_inputs > 2 ? node->inputs[2] : NULL, *y = node->outputs[0];
   if (!c) return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "the bias (input 2) is required");
   if ((st = mrt_check_dtype(ctx, node, c, MRT_DTYPE_FLOAT32)) != MRT_STATUS_OK) return st;
@@ -234,8 +251,41 @@ mrt_status mrt_fusedmatmul_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
                          (unsigned long long)p->n);
   return MRT_STATUS_OK;
 }
+#endif
+
+#if defined(MRT_OP_FusedMatMul)
+MRT_PREPARE_CODE
+mrt_status mrt_fusedmatmul_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
+  float lo, hi;
+  const mrt_status st = mrt_sgemm_activation(ctx, node, &lo, &hi);
+  if (st != MRT_STATUS_OK) return st;
+  return mrt_matmul_bias_prepare(node, ctx, lo, hi);
+}
 
 void mrt_fusedmatmul_run_f32(const mrt_node *node, void *scratch) {
+  mrt_matmul_run(node, scratch, (const float *)node->inputs[2]->data);
+}
+#endif
+
+#if defined(MRT_OP_FusedMatMulAct)
+/* activation "Gelu", approximate "none" (x * Phi(x)) or "tanh", as the Gelu
+ * kernel computes it (the same vmath.h copy: the same bytes as unfused). */
+MRT_PREPARE_CODE
+mrt_status mrt_fusedmatmulact_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
+  if (!mrt_attr_string_is(node, "activation", "", "Gelu"))
+    return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "activation must be \"Gelu\"");
+  const int is_tanh = mrt_attr_string_is(node, "approximate", "none", "tanh");
+  if (!is_tanh && !mrt_attr_string_is(node, "approximate", "none", "none"))
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                         "attribute approximate must be \"none\" or \"tanh\"");
+  const mrt_status st = mrt_matmul_bias_prepare(node, ctx, -__builtin_inff(), __builtin_inff());
+  if (st != MRT_STATUS_OK) return st;
+  ((mrt_matmul_params *)node->params)->act =
+      is_tanh ? MRT_VSELECT(mrt_vmap_gelu_tanh) : MRT_VSELECT(mrt_vmap_gelu);
+  return MRT_STATUS_OK;
+}
+
+void mrt_fusedmatmulact_run_f32(const mrt_node *node, void *scratch) {
   mrt_matmul_run(node, scratch, (const float *)node->inputs[2]->data);
 }
 #endif
