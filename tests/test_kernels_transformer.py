@@ -218,6 +218,30 @@ def test_matmul_constant_batched_b():
     check(one_node("MatMul", {"a": a}, {"w": w}, opset=13), {"a": a})
 
 
+# --- Transpose of 4-byte elements by 8 x 8 register blocks ---------------------------------
+
+@pytest.mark.parametrize("isa", [None, "sse"], indirect=True)
+@pytest.mark.parametrize("shape,perm", [
+    ((1, 128, 4, 64), (0, 2, 3, 1)),   # attention's K -> K^T: 8 x 8 blocks
+    ((3, 16, 24), (0, 2, 1)),          # a batch of 16 x 24 planes
+    ((40, 8), (1, 0)),                 # one plane
+    ((2, 12, 16), (0, 2, 1)),          # 12 rows: not whole blocks, the tiled copy
+    ((1, 128, 4, 64), (0, 2, 1, 3)),   # whole rows move: memcpy
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_transpose_by_blocks(isa, shape, perm, dtype):
+    x = (RNG.standard_normal(shape) * 1000).astype(dtype)
+    want = np.transpose(x, perm)
+    et = helper.np_dtype_to_tensor_dtype(x.dtype)
+    graph = helper.make_graph([helper.make_node("Transpose", ["x"], ["y"], perm=list(perm))], "t",
+                              [helper.make_tensor_value_info("x", et, x.shape)],
+                              [helper.make_tensor_value_info("y", et, want.shape)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    got = testing.run_with_minirt(model, {"x": x})
+    np.testing.assert_array_equal(got[0], want)
+
+
 # --- A whole encoder layer, exported by torch.onnx as Hugging Face BERT writes it -------------
 
 @pytest.mark.parametrize("opset,approximate", [(14, "none"), (17, "none"), (20, "tanh")])
