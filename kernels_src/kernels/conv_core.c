@@ -86,15 +86,13 @@ typedef struct mrt_conv_params {
   size_t res_off, scratch_bytes;
 } mrt_conv_params;
 
-/* Every path's scratch request passes through here, those of the headers
- * included below too (each call site names its mrt_conv_params `p`), so that
- * prepare knows where this node's need ends: the residual's copy goes after
- * it in the scratch that all nodes share, not in memory of its own. */
+/* Every path asks for its scratch here (the headers included below too), so
+ * that prepare knows where this node's need ends: the residual's copy goes
+ * after it in the scratch that all nodes share, not in memory of its own. */
 MRT_PREPARE_CODE static void mrt_conv_request_scratch(mrt_ctx *ctx, mrt_conv_params *p, size_t size) {
   if (size > p->scratch_bytes) p->scratch_bytes = size;
   mrt_ctx_request_scratch(ctx, size);
 }
-#define mrt_ctx_request_scratch(ctx, size) mrt_conv_request_scratch((ctx), p, (size))
 
 /* The channel-blocked depthwise path is speed code: `--tune size` keeps the
  * plane path only, as do Android's x86 ABIs (emulators; the blocked path cost
@@ -731,7 +729,7 @@ static mrt_status mrt_conv_prepare_paths(mrt_node *node, mrt_ctx *ctx, const mrt
         p->dw_taps[ky * kw + kx] = (int32_t)(((cx % sx) * p->dw_rows + ky * p->d[1]) * p->dw_rw + cx / sx);
       }
     /* One padded plane per thread. */
-    mrt_ctx_request_scratch(ctx, mrt_ctx_threads(ctx) * mrt_round_up(sx * p->dw_rows * p->dw_rw * sizeof(float), 64));
+    mrt_conv_request_scratch(ctx, p, mrt_ctx_threads(ctx) * mrt_round_up(sx * p->dw_rows * p->dw_rw * sizeof(float), 64));
 #if MRT_CONV_DWB
     if ((st = mrt_conv_dwb_prepare(ctx, p, w, b)) != MRT_STATUS_OK) return st;
 #endif
@@ -772,7 +770,7 @@ static mrt_status mrt_conv_prepare_paths(mrt_node *node, mrt_ctx *ctx, const mrt
     if (mrt_conv_dense_pays(p, w->is_constant && w->data != NULL)) {
       if ((st = mrt_conv_dense_prepare(ctx, p, (const float *)w->data)) != MRT_STATUS_OK) return st;
       p->pad_off = mrt_ctx_threads(ctx) * MRT_DENSE_CT_BYTES;
-      mrt_ctx_request_scratch(ctx, p->pad_off + p->pad_floats * sizeof(float));
+      mrt_conv_request_scratch(ctx, p, p->pad_off + p->pad_floats * sizeof(float));
       return node->params = p, MRT_STATUS_OK;
     }
 #endif
@@ -791,7 +789,7 @@ static mrt_status mrt_conv_prepare_paths(mrt_node *node, mrt_ctx *ctx, const mrt
   }
   p->pad_off = mrt_round_up(mrt_sgemm_scratch_size_mt(p->kern, p->m, p->out_pix, p->kdim, w_packed, 0,
                                                      mrt_ctx_threads(ctx)), 64);
-  mrt_ctx_request_scratch(ctx, p->pad_off + p->pad_floats * sizeof(float));
+  mrt_conv_request_scratch(ctx, p, p->pad_off + p->pad_floats * sizeof(float));
   node->params = p;
   return MRT_STATUS_OK;
 }

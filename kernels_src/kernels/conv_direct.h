@@ -236,6 +236,6 @@ static mrt_status mrt_conv_stem_prepare(mrt_ctx *ctx, mrt_conv_params *p, const 
       }
   p->stem_w = wp;
   p->stem_taps = tv;
-  mrt_ctx_request_scratch(ctx, mrt_ctx_threads(ctx) * mrt_round_up(mrt_stem_buf_floats(p) * sizeof(float), 64));
+  mrt_conv_request_scratch(ctx, p, mrt_ctx_threads(ctx) * mrt_round_up(mrt_stem_buf_floats(p) * sizeof(float), 64));
   return MRT_STATUS_OK;
 }

@@ -644,7 +644,7 @@ static mrt_status mrt_conv_dwb_prepare(mrt_ctx *ctx, mrt_conv_params *p, const m
     p->dwb_vl = vl;
     p->dwb_oc = 0;
     p->dwb_w = pw;
-    mrt_ctx_request_scratch(ctx, mrt_ctx_threads(ctx) * mrt_round_up(mrt_dwr_stride(p), 64));
+    mrt_conv_request_scratch(ctx, p, mrt_ctx_threads(ctx) * mrt_round_up(mrt_dwr_stride(p), 64));
     return MRT_STATUS_OK;
   }
 #endif
@@ -687,6 +687,6 @@ static mrt_status mrt_conv_dwb_prepare(mrt_ctx *ctx, mrt_conv_params *p, const m
     p->dwb_oc = oc < 1 ? 1 : (oc > p->dwb_sr ? p->dwb_sr : oc);
   }
   p->dwb_w = pw;
-  mrt_ctx_request_scratch(ctx, mrt_ctx_threads(ctx) * mrt_round_up(mrt_dwb_stride(p), 64));
+  mrt_conv_request_scratch(ctx, p, mrt_ctx_threads(ctx) * mrt_round_up(mrt_dwb_stride(p), 64));
   return MRT_STATUS_OK;
 }
