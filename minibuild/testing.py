@@ -105,8 +105,8 @@ def convert_model(model: onnx.ModelProto, feeds: dict, constant_inputs=None, reg
     return prepared.data, runtime_inputs
 
 
-def run_with_minirt(model: onnx.ModelProto, feeds: dict, constant_inputs=None) -> list[np.ndarray]:
-    """Outputs of `model` on `feeds`, computed by minirt, in graph output order."""
+def run_with_minirt(model: onnx.ModelProto, feeds: dict, constant_inputs=None, threads: int = 1) -> list[np.ndarray]:
+    """Outputs of `model` on `feeds`, computed by minirt on `threads` threads, in graph output order."""
     registry = _session_lib()
     data, runtime_inputs = convert_model(model, feeds, constant_inputs, registry)
     import importlib
@@ -115,7 +115,9 @@ def run_with_minirt(model: onnx.ModelProto, feeds: dict, constant_inputs=None) -
     if pkg not in sys.path:
         sys.path.insert(0, pkg)
     minirt = importlib.import_module("minirt")
-    sess = minirt.InferenceSession(data)
+    so = minirt.SessionOptions()
+    so.intra_op_num_threads = threads
+    sess = minirt.InferenceSession(data, sess_options=so)
     try:
         return sess.run(None, {k: feeds[k] for k in runtime_inputs})
     finally:

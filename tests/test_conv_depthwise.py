@@ -9,9 +9,6 @@ fused clamps and activations and the residual, under every ISA cap and at 1 and
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -24,14 +21,6 @@ ort = pytest.importorskip("onnxruntime")
 testing = pytest.importorskip("minibuild.testing")
 
 ISAS = [None, "avx2", "sse"]
-
-
-def _minirt():
-    testing._session_lib()
-    pkg = str(Path(registry_mod.resources.path("packaging", "python")))
-    if pkg not in sys.path:
-        sys.path.insert(0, pkg)
-    return importlib.import_module("minirt")
 
 
 def dw_model(x_shape, k, attrs, tail="none", w_input=False, bias=True, seed=0):
@@ -95,15 +84,7 @@ def _model(nodes, feeds, inits, outputs):
 
 
 def run_minirt(model, feeds, threads=1):
-    minirt = _minirt()
-    data, names = testing.convert_model(model, feeds, constant_inputs=[])
-    so = minirt.SessionOptions()
-    so.intra_op_num_threads = threads
-    sess = minirt.InferenceSession(data, sess_options=so)
-    try:
-        return sess.run(None, {k: feeds[k] for k in names})[0]
-    finally:
-        sess.close()
+    return testing.run_with_minirt(model, feeds, constant_inputs=[], threads=threads)[0]
 
 
 def check(model, feeds, fused, threads=1):

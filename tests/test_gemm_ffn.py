@@ -8,8 +8,6 @@ approximations, every family and thread count; a corrupt fused node is refused."
 
 from __future__ import annotations
 
-import importlib
-import sys
 
 import numpy as np
 import pytest
@@ -48,23 +46,6 @@ def fused_ops(model, feeds):
             for n in g.nodes]
 
 
-def run_threads(model, feeds, threads):
-    from minibuild import registry as registry_mod
-    data, runtime_inputs = testing.convert_model(model, feeds)
-    testing.run_with_minirt(model, feeds)  # builds (once) and loads the library
-    pkg = str(registry_mod.resources.path("packaging", "python"))
-    if pkg not in sys.path:
-        sys.path.insert(0, pkg)
-    minirt = importlib.import_module("minirt")
-    so = minirt.SessionOptions()
-    so.intra_op_num_threads = threads
-    sess = minirt.InferenceSession(data, so)
-    try:
-        return sess.run(None, {k: feeds[k] for k in runtime_inputs})[0]
-    finally:
-        sess.close()
-
-
 # (m, k, n): the intermediate and output products, and a short A (40 rows: one
 # block of rows with a ragged last panel) over three column blocks.
 SHAPES = [(128, 256, 1024), (128, 1024, 256), (40, 200, 1100)]
@@ -80,7 +61,7 @@ def test_ffn_products_match_onnxruntime(isa, shape):
 @pytest.mark.parametrize("shape", SHAPES)
 def test_ffn_products_same_bytes_on_threads(shape):
     model, feeds = _ffn(*shape, seed=sum(shape) + 1)
-    outs = [run_threads(model, feeds, t) for t in (1, 2, 3)]
+    outs = [testing.run_with_minirt(model, feeds, threads=t)[0] for t in (1, 2, 3)]
     for o in outs[1:]:
         np.testing.assert_array_equal(o, outs[0])
 
@@ -102,7 +83,7 @@ def test_gelu_fuses_and_matches_the_unfused_kernel(isa, approximate, shape):
 
 def test_gelu_fused_same_bytes_on_threads():
     model, feeds = _ffn(128, 256, 1024, seed=9, gelu="none")
-    outs = [run_threads(model, feeds, t) for t in (1, 2, 3)]
+    outs = [testing.run_with_minirt(model, feeds, threads=t)[0] for t in (1, 2, 3)]
     for o in outs[1:]:
         np.testing.assert_array_equal(o, outs[0])
 

@@ -10,8 +10,6 @@ with no activation, as it does through onnxruntime's). The same bytes at 1 to
 
 from __future__ import annotations
 
-import importlib
-import sys
 
 import numpy as np
 import pytest
@@ -41,23 +39,6 @@ def conv_model(c_in, c_out, h, w, act, residual, seed=0):
         src = "s"
     nodes += activation_nodes(act, src, "y", consts)
     return graph_model(nodes, feeds, consts, ["y"]), feeds
-
-
-def run_threads(model, feeds, threads):
-    from minibuild import registry as registry_mod
-    data, runtime_inputs = testing.convert_model(model, feeds)
-    testing.run_with_minirt(model, feeds)  # builds (once) and loads the library
-    pkg = str(registry_mod.resources.path("packaging", "python"))
-    if pkg not in sys.path:
-        sys.path.insert(0, pkg)
-    minirt = importlib.import_module("minirt")
-    so = minirt.SessionOptions()
-    so.intra_op_num_threads = threads
-    sess = minirt.InferenceSession(data, so)
-    try:
-        return sess.run(None, {k: feeds[k] for k in runtime_inputs})[0]
-    finally:
-        sess.close()
 
 
 def onnxruntime_of(model, feeds):
@@ -94,7 +75,7 @@ def test_small_k_pointwise(isa, case):
 def test_small_k_same_bytes_on_threads(case):
     model, feeds = conv_model(*case, seed=5)
     want = onnxruntime_of(model, feeds)
-    outs = [run_threads(model, feeds, t) for t in (1, 2, 3, 4)]
+    outs = [testing.run_with_minirt(model, feeds, threads=t)[0] for t in (1, 2, 3, 4)]
     np.testing.assert_allclose(outs[0], want, rtol=1e-4, atol=1e-4)
     for got in outs[1:]:
         assert got.tobytes() == outs[0].tobytes()

@@ -357,25 +357,6 @@ def stem_case(n, c_in, c_out, h, w, k, s, pad, dil, pattern, seed):
     return with_epilogue(nodes, feeds, consts, rng, shape, pattern, clip=(0, 6))
 
 
-def run_minirt_threads(model, feeds, threads):
-    import importlib
-    import sys
-    from minibuild import registry as registry_mod
-    data, runtime_inputs = testing.convert_model(model, feeds)
-    testing.run_with_minirt(model, feeds)  # builds (once) and loads the library
-    pkg = str(registry_mod.resources.path("packaging", "python"))
-    if pkg not in sys.path:
-        sys.path.insert(0, pkg)
-    minirt = importlib.import_module("minirt")
-    so = minirt.SessionOptions()
-    so.intra_op_num_threads = threads
-    sess = minirt.InferenceSession(data, so)
-    try:
-        return sess.run(None, {k: feeds[k] for k in runtime_inputs})
-    finally:
-        sess.close()
-
-
 @pytest.mark.parametrize("isa", [None, "avx2", "sse"] if toolchain.host_abi() == "x86_64" else [None],
                          indirect=True)
 @pytest.mark.parametrize("threads", [1, 2])
@@ -384,7 +365,7 @@ def run_minirt_threads(model, feeds, threads):
 def test_few_input_channel_convs(isa, threads, stem, pattern):
     model, feeds = stem_case(*stem, pattern, seed=STEMS.index(stem))
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-    got = run_minirt_threads(model, feeds, threads)[0]
+    got = testing.run_with_minirt(model, feeds, threads=threads)[0]
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
@@ -402,7 +383,7 @@ STEM_STRIPS = [
 def test_few_input_channel_convs_same_bytes_on_threads(stem):
     model, feeds = stem_case(*stem, "Add_Relu", seed=7)
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-    outs = [run_minirt_threads(model, feeds, t)[0] for t in (1, 2, 3, 4)]
+    outs = [testing.run_with_minirt(model, feeds, threads=t)[0] for t in (1, 2, 3, 4)]
     np.testing.assert_allclose(outs[0], want, rtol=1e-4, atol=1e-4)
     for got in outs[1:]:
         assert got.tobytes() == outs[0].tobytes()
@@ -519,7 +500,7 @@ def dense_case(n, c_in, c_out, h, w, k, pads, stride, dil, group, pattern, seed)
 def test_dense_convs_without_im2col(isa, conv, pattern):
     model, feeds = dense_case(*conv, pattern, seed=DENSE_CONVS.index(conv))
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-    got = [run_minirt_threads(model, feeds, t)[0] for t in (1, 2, 4)]
+    got = [testing.run_with_minirt(model, feeds, threads=t)[0] for t in (1, 2, 4)]
     assert got[0].shape == want.shape
     np.testing.assert_allclose(got[0], want, rtol=1e-4, atol=1e-4)
     for g in got[1:]:

@@ -215,19 +215,9 @@ def test_qlinear_kernels_on_threads(isa):
 
 def _same_bytes_on_threads(cases, threads):
     """Each (model, feeds) on `threads` threads gives onnxruntime's bytes exactly."""
-    from minibuild.testing import convert_model
     for model, feeds in cases:
         ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-        run_with_minirt(model, feeds)  # builds the library and puts minirt on the path
-        import minirt
-        data, names = convert_model(model, feeds)
-        so = minirt.SessionOptions()
-        so.intra_op_num_threads = threads
-        sess = minirt.InferenceSession(data, sess_options=so)
-        try:
-            got = sess.run(None, {k: feeds[k] for k in names})[0]
-        finally:
-            sess.close()
+        got = run_with_minirt(model, feeds, threads=threads)[0]
         np.testing.assert_array_equal(got, ref)
 
 
