@@ -25,4 +25,17 @@ typedef struct mrt_view {
  * so a transpose that moves whole blocks becomes a few long memcpy rows. */
 void mrt_view_collapse(mrt_view *v);
 
+/* Steps idx (the view's outer dims, all but the last two) to the next block in
+ * row-major order and `off` (the block's input offset) with it; 0 when the
+ * walk is over. The copies move a block of the last two dims per step. */
+static inline int mrt_view_next(const mrt_view *v, size_t *idx, ptrdiff_t *off) {
+  for (uint32_t d = v->ndim - 2; d-- > 0;) {
+    *off += v->s[d];
+    if (++idx[d] < v->n[d]) return 1;
+    *off -= v->s[d] * (ptrdiff_t)v->n[d];
+    idx[d] = 0;
+  }
+  return 0;
+}
+
 #endif /* MRT_STRIDED_H */

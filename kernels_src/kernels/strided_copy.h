@@ -62,15 +62,7 @@ __attribute__((weak)) void MRT_VIEW_COPY_FN(const mrt_view *v, const void *xv, v
   for (;;) {
     MRT_VIEW_ROWS_FN(rows, v->s[k - 2], cols, v->s[k - 1], x + off, y);
     y += block;
-    uint32_t d = k - 2;
-    for (;;) {
-      if (d == 0) return;
-      d--;
-      off += v->s[d];
-      if (++idx[d] < v->n[d]) break;
-      off -= v->s[d] * (ptrdiff_t)v->n[d];
-      idx[d] = 0;
-    }
+    if (!mrt_view_next(v, idx, &off)) return;
   }
 }
 

@@ -39,15 +39,7 @@ __attribute__((target("avx2"))) static void mrt_transpose_blocks8(const mrt_view
           __builtin_memcpy(y + (r0 + i) * cols + c0, &t[i], sizeof t[i]);
       }
     y += rows * cols;
-    uint32_t d = k - 2;
-    for (;;) {
-      if (d == 0) return;
-      d--;
-      off += v->s[d];
-      if (++idx[d] < v->n[d]) break;
-      off -= v->s[d] * (ptrdiff_t)v->n[d];
-      idx[d] = 0;
-    }
+    if (!mrt_view_next(v, idx, &off)) return;
   }
 }
 #else
