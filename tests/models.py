@@ -195,3 +195,18 @@ def assert_matches_onnxruntime(model: onnx.ModelProto, feeds: dict, rtol: float,
         assert g.shape == w.shape
         np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
     return got
+
+
+def optimised(model: onnx.ModelProto, feeds: dict):
+    """minibuild's optimiser run on `model` with the feeds' shapes, over every op the registry has: the graph."""
+    from minibuild import optimize, registry as registry_mod
+    g = optimize.from_model(onnx.ModelProto.FromString(model.SerializeToString()), "<test>",
+                            input_shapes={k: tuple(np.asarray(v).shape) for k, v in feeds.items()})
+    optimize.optimize(g, set(registry_mod.load().ops))
+    return g
+
+
+def fused_ops(model: onnx.ModelProto, feeds: dict) -> list:
+    """(domain, op, attributes) of each node after the optimiser."""
+    return [(n.domain or "ai.onnx", n.op_type, {a.name: helper.get_attribute_value(a) for a in n.attribute})
+            for n in optimised(model, feeds).nodes]

@@ -9,13 +9,12 @@ fused clamps and activations and the residual, under every ISA cap and at 1 and
 
 from __future__ import annotations
 
-
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from minibuild import optimize, registry as registry_mod
+from models import optimised
 
 ort = pytest.importorskip("onnxruntime")
 testing = pytest.importorskip("minibuild.testing")
@@ -88,11 +87,7 @@ def run_minirt(model, feeds, threads=1):
 
 
 def check(model, feeds, fused, threads=1):
-    reg = registry_mod.load()
-    g = optimize.from_model(onnx.ModelProto.FromString(model.SerializeToString()), "<test>",
-                            input_shapes={k: tuple(v.shape) for k, v in feeds.items()})
-    optimize.optimize(g, set(reg.ops))
-    assert [n.op_type for n in g.nodes] == [fused]
+    assert [n.op_type for n in optimised(model, feeds).nodes] == [fused]
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     got = run_minirt(model, feeds, threads)
     assert got.shape == want.shape

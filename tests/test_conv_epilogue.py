@@ -15,8 +15,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from minibuild import optimize, registry as registry_mod, toolchain
-from models import assert_matches_onnxruntime, graph_model
+from minibuild import toolchain
+from models import assert_matches_onnxruntime, graph_model, optimised
 
 ort = pytest.importorskip("onnxruntime")
 testing = pytest.importorskip("minibuild.testing")
@@ -30,14 +30,6 @@ def randn(*shape, scale=1.0, rng=None):
 
 def make_model(nodes, feeds, consts, outputs, opset=17):
     return graph_model(nodes, feeds, consts, outputs, opset, name="epilogue")
-
-
-def optimised(model, feeds):
-    reg = registry_mod.load()
-    g = optimize.from_model(onnx.ModelProto.FromString(model.SerializeToString()), "<test>",
-                            input_shapes={k: tuple(v.shape) for k, v in feeds.items()})
-    optimize.optimize(g, set(reg.ops))
-    return g
 
 
 def ops_of(g):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from models import assert_matches_onnxruntime, graph_model
+from models import assert_matches_onnxruntime, fused_ops, graph_model
 
 ort = pytest.importorskip("onnxruntime")
 testing = pytest.importorskip("minibuild.testing")
@@ -25,7 +25,6 @@ def _ffn(m, k, n, seed, gelu=None, extra_use=False):
     consts = {"w": (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32),
               "bias": rng.standard_normal(n).astype(np.float32)}
     nodes = [helper.make_node("MatMul", ["a", "w"], ["p"]), helper.make_node("Add", ["p", "bias"], ["y"])]
-    out = "y"
     outputs = ["y"]
     if gelu:
         nodes.append(helper.make_node("Gelu", ["y"], ["g"], approximate=gelu))
@@ -34,16 +33,6 @@ def _ffn(m, k, n, seed, gelu=None, extra_use=False):
         nodes.append(helper.make_node("Neg", ["y"], ["q"]))
         outputs.append("q")
     return graph_model(nodes, feeds, consts, outputs, opset=20, name="ffn"), feeds
-
-
-def fused_ops(model, feeds):
-    from minibuild import optimize, registry as registry_mod
-    import onnx
-    g = optimize.from_model(onnx.ModelProto.FromString(model.SerializeToString()), "<test>",
-                            input_shapes={k: tuple(v.shape) for k, v in feeds.items()})
-    optimize.optimize(g, set(registry_mod.load().ops))
-    return [(n.domain or "ai.onnx", n.op_type, {a.name: helper.get_attribute_value(a) for a in n.attribute})
-            for n in g.nodes]
 
 
 # (m, k, n): the intermediate and output products, and a short A (40 rows: one

@@ -9,26 +9,16 @@ fused node is refused with the node named."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from minibuild import optimize, registry as registry_mod
-from models import assert_matches_onnxruntime, graph_model
+from models import assert_matches_onnxruntime, fused_ops, graph_model
 
 ort = pytest.importorskip("onnxruntime")
 testing = pytest.importorskip("minibuild.testing")
 
 def randn(*shape, rng=np.random.default_rng(1618)):
     return rng.standard_normal(shape).astype(np.float32)
-
-
-def fused_ops(model, feeds):
-    g = optimize.from_model(onnx.ModelProto.FromString(model.SerializeToString()), "<test>",
-                            input_shapes={k: tuple(v.shape) for k, v in feeds.items()})
-    optimize.optimize(g, set(registry_mod.load().ops))
-    return [(n.domain or "ai.onnx", n.op_type, {a.name: helper.get_attribute_value(a) for a in n.attribute})
-            for n in g.nodes]
 
 
 def check_ort(model, feeds):
