@@ -1001,8 +1001,9 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
         size_t n_pad = (cg + pj.per_task - 1) / pj.per_task;
 #if MRT_SGEMM_AVX512
         /* One panel split by pixels: each thread pads the rows its chunks read. */
-        if (p->dense_w && p->m == p->dense_nc && (n_pad = mrt_conv_dense_split(node->pool, p, &pj.chunks, &pj.per_task)) < 2)
-          pj.chunks = 0, pj.per_task = (cg + pad_tasks - 1) / pad_tasks, n_pad = (cg + pj.per_task - 1) / pj.per_task;
+        size_t chunks, per_task, tasks;
+        if (p->dense_w && p->m == p->dense_nc && (tasks = mrt_conv_dense_split(node->pool, p, &chunks, &per_task)) > 1)
+          pj.chunks = chunks, pj.per_task = per_task, n_pad = tasks;
 #endif
         mrt_parallel_for(node->pool, n_pad, mrt_conv_pad_task, &pj);
         ic.x = xpad;

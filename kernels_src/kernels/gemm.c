@@ -313,12 +313,16 @@ const mrt_sgemm_kernel *mrt_sgemm_kernel_select(void) {
 }
 
 #if MRT_SGEMM_AVX512
-/* Whether the AVX-512 tiles read B in place for C of m rows and k (see
- * mrt_sgemm_range): up to 128 rows, or 256 with few k, whose B block is
- * small (EfficientNet-B0's 1x1 24 -> 144 on 56 x 56 and 40 -> 240 on 28 x 28,
- * one thread: 263 -> 251 us, 137 -> 131; ResNet-50's 64 -> 256 on 56 x 56 no
- * better). The same answer for the thread split (mrt_sgemm_mt). */
-static int mrt_sgemm_direct_rows(size_t m, size_t k) { return m <= 128 || (m <= 256 && k <= 48); }
+/* Whether the AVX-512 tiles may read B in place for C of m rows and k (see
+ * mrt_sgemm_range): B plain floats, C whole row panels, up to 128 rows, or
+ * 256 with few k, whose B block is small (EfficientNet-B0's 1x1 24 -> 144 on
+ * 56 x 56 and 40 -> 240 on 28 x 28, one thread: 263 -> 251 us, 137 -> 131;
+ * ResNet-50's 64 -> 256 on 56 x 56 no better). The same answer for the
+ * thread split (mrt_sgemm_mt). */
+static int mrt_sgemm_b_in_place(const mrt_sgemm_kernel *kern, const mrt_sgemm_src *b, size_t m, size_t k) {
+  return kern == &mrt_sgemm_avx512 && !b->packed && !b->pack && b->cs == 1 && b->scale == 1.0f &&
+         m % kern->mr == 0 && (m <= 128 || (m <= 256 && k <= 48));
+}
 #endif
 static size_t mrt_round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 static size_t mrt_min(size_t a, size_t b) { return a < b ? a : b; }
@@ -548,15 +552,14 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
    * tile's prefetch 8 rows ahead. Rows of C whole panels only (no edge rows).
    * Up to 128 rows (1x1 512 -> 128 on 28 x 28: 589-637 -> 541-559 us); 256
    * lost (1024 -> 256 on 14 x 14: 585-588 -> 620-623) but for few k
-   * (mrt_sgemm_direct_rows). Columns of tiles too
+   * (mrt_sgemm_b_in_place). Columns of tiles too
    * (fewer than 64 rows, no residual): a panel's one to seven tiles read it
    * in place, the first from memory, the others from L1, where the packer
    * had written and read it once more (MobileNetV2, one thread, in the whole
    * model: 1x1 32 -> 16 on 112 x 112 143 -> 96 us, 96 -> 24 on 56 x 56
    * 136 -> 89, 144 -> 32 on 28 x 28 57 -> 40; EfficientNet-B0's 144 -> 40
    * on 28 x 28 60 -> 48). */
-  const int direct_b = (rows_first || m < 64) && kern == &mrt_sgemm_avx512 && !b->packed && !b->pack &&
-                       b->cs == 1 && b->scale == 1.0f && m % mr == 0 && mrt_sgemm_direct_rows(m, k);
+  const int direct_b = (rows_first || m < 64) && mrt_sgemm_b_in_place(kern, b, m, k);
   size_t bskip = 0;
 #else
   const size_t nc = kern->nc;
@@ -867,9 +870,7 @@ void mrt_sgemm_mt(mrt_pool *pool, const mrt_sgemm_kernel *kern, size_t m, size_t
    * us, 384 -> 96 59-66 -> 54-60, 384 -> 64 + residual 46-50 -> 42-48. Other
    * families pack B per task along M: unchanged. */
 #if MRT_SGEMM_AVX512
-  const int few = a->packed && kern == &mrt_sgemm_avx512 && !b->packed && !b->pack && b->cs == 1 &&
-                  b->scale == 1.0f && m % kern->mr == 0 && mrt_sgemm_direct_rows(m, k) &&
-                  (n + kern->nr - 1) / kern->nr <= 4 * threads;
+  const int few = a->packed && mrt_sgemm_b_in_place(kern, b, m, k) && (n + kern->nr - 1) / kern->nr <= 4 * threads;
 #else
   const int few = 0;
 #endif

@@ -67,22 +67,22 @@ mrt_status MRT_KERNEL(mrt_transpose_prepare)(mrt_node *node, mrt_ctx *ctx) {
                          "rank %u",
                          np, y->ndim, r);
   mrt_transpose_params *p = mrt_ctx_alloc(ctx, sizeof *p);
-  mrt_view *v = p ? &p->v : NULL;
   if (!p) return mrt_ctx_error(ctx, node, MRT_STATUS_OUT_OF_MEMORY, "out of memory");
+  mrt_view *v = &p->v;
   ptrdiff_t xs[MRT_MAX_DIMS];
   ptrdiff_t s = 1;
   for (uint32_t i = r; i-- > 0;) xs[i] = s, s *= (ptrdiff_t)x->dims[i];
   uint32_t seen = 0;
   for (uint32_t i = 0; i < r; i++) {
-    const int64_t p = np ? perm[i] : (int64_t)(r - 1 - i); /* default: reverse the dims */
-    if (p < 0 || p >= (int64_t)r || (seen >> p & 1))
+    const int64_t d = np ? perm[i] : (int64_t)(r - 1 - i); /* default: reverse the dims */
+    if (d < 0 || d >= (int64_t)r || (seen >> d & 1))
       return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "perm is not a permutation");
-    seen |= 1u << p;
-    if (y->dims[i] != x->dims[p])
+    seen |= 1u << d;
+    if (y->dims[i] != x->dims[d])
       return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
                            "output dim %u is %lld, perm gives %lld", i, (long long)y->dims[i],
-                           (long long)x->dims[p]);
-    v->n[i] = (size_t)x->dims[p], v->s[i] = xs[p];
+                           (long long)x->dims[d]);
+    v->n[i] = (size_t)x->dims[d], v->s[i] = xs[d];
   }
   v->ndim = r;
   mrt_view_collapse(v);
