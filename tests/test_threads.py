@@ -338,12 +338,20 @@ def unthreaded(thread_models, tmp_path_factory):
 
 # Runs in a fresh interpreter per library (the binding loads one library per process).
 RUNNER = r"""
-import json, os, sys
+import json, os, sys, time
 import numpy as np
 import minirt
 out, job = sys.argv[1], json.load(open(sys.argv[2]))
 def nthreads():
     return len(os.listdir("/proc/self/task"))
+def left_after_close(base):
+    # pthread_join returns when the kernel clears the worker's tid, which is a
+    # moment before the exiting task leaves /proc/self/task: wait up to 2 s for
+    # that. A worker that was never joined (or never told to exit) stays listed.
+    deadline = time.monotonic() + 2.0
+    while nthreads() > base and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return nthreads() - base
 report = {}
 for name, threads in job["runs"]:
     feeds = dict(np.load(job["feeds"][name]))
@@ -355,7 +363,7 @@ for name, threads in job["runs"]:
         got = s.run(None, feeds)
     during = nthreads() - base
     s.close()
-    report[f"{name}/{threads}"] = {"workers": during, "after_close": nthreads() - base}
+    report[f"{name}/{threads}"] = {"workers": during, "after_close": left_after_close(base)}
     np.savez(os.path.join(out, f"{name}_{threads}.npz"), *got)
 json.dump(report, open(os.path.join(out, "report.json"), "w"))
 """
