@@ -78,6 +78,7 @@ typedef struct mrt_conv_params {
    * AVX-512, 16 on AVX2). */
   float *dense_w;
   size_t dense_nc;
+  int wino; /* dense_w holds Winograd's transformed weights (conv_winograd.h) */
   /* Y in the residual's memory (the planner's in_place, docs/registry.md):
    * the GEMM paths add the product onto it (accumulate); the others
    * (res_copy) read a copy of the residual taken first into the session's
@@ -532,6 +533,7 @@ static void mrt_conv_post(const mrt_sgemm_epilogue *ep, size_t i, size_t j, size
 #endif
 #if MRT_SGEMM_AVX512
 #include "conv_dense.h"
+#include "conv_winograd.h"
 #endif
 
 MRT_PREPARE_CODE
@@ -767,6 +769,12 @@ static mrt_status mrt_conv_prepare_paths(mrt_node *node, mrt_ctx *ctx, const mrt
     if (p->stem_w) return node->params = p, MRT_STATUS_OK;
 #endif
 #if MRT_SGEMM_AVX512
+    if (mrt_conv_wino_pays(p, w->is_constant && w->data != NULL)) {
+      if ((st = mrt_conv_wino_prepare(ctx, p, (const float *)w->data)) != MRT_STATUS_OK) return st;
+      p->pad_off = mrt_round_up(mrt_ctx_threads(ctx) * mrt_wino_thread_bytes(p), 64);
+      mrt_conv_request_scratch(ctx, p, p->pad_off + p->pad_floats * sizeof(float));
+      return node->params = p, MRT_STATUS_OK;
+    }
     if (mrt_conv_dense_pays(p, w->is_constant && w->data != NULL)) {
       if ((st = mrt_conv_dense_prepare(ctx, p, (const float *)w->data)) != MRT_STATUS_OK) return st;
       p->pad_off = mrt_ctx_threads(ctx) * MRT_DENSE_CT_BYTES;
@@ -1002,7 +1010,8 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
 #if MRT_SGEMM_AVX512
         /* One panel split by pixels: each thread pads the rows its chunks read. */
         size_t chunks, per_task, tasks;
-        if (p->dense_w && p->m == p->dense_nc && (tasks = mrt_conv_dense_split(node->pool, p, &chunks, &per_task)) > 1)
+        if (p->dense_w && !p->wino && p->m == p->dense_nc &&
+            (tasks = mrt_conv_dense_split(node->pool, p, &chunks, &per_task)) > 1)
           pj.chunks = chunks, pj.per_task = per_task, n_pad = tasks;
 #endif
         mrt_parallel_for(node->pool, n_pad, mrt_conv_pad_task, &pj);
@@ -1017,6 +1026,10 @@ void mrt_conv_core_run_f32(const mrt_node *node, void *scratch) {
 #endif
       }
 #if MRT_SGEMM_AVX512
+      if (p->wino) {
+        mrt_conv_wino_run(node->pool, p, ic.x, bias, res ? res + n * p->c_out * p->out_pix : NULL, yg, scratch);
+        continue;
+      }
       if (p->dense_w) {
         mrt_conv_dense_run(node->pool, p, g, ic.x, bias ? bias + g * p->m : NULL,
                            res ? res + (n * p->c_out + g * p->m) * p->out_pix : NULL, yg, scratch);

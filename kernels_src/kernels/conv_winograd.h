@@ -1,0 +1,294 @@
+/*
+ * Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions on the AVX-512 kernel
+ * (included by conv_core.c after conv_dense.h; desktop x86_64 speed builds
+ * only, like it).
+ *
+ * The dense path (conv_dense.h) runs ResNet's 3x3 layers near the FMA peak,
+ * so the way past it is fewer multiply-adds: a 2x2 block of outputs (a tile)
+ * of one output channel is A^T [sum over input channels of U (.) V] A, with
+ * V = B^T d B the tile's 4x4 input window d transformed by adds and
+ * subtracts, and U = G g G^T the channel pair's 3x3 weights g transformed once
+ * at prepare (halves and adds): 16 products a tile and input channel instead
+ * of 36, 2.25x fewer. Each of the 16 products (e = 4 * row + column of U and
+ * V) is a GEMM of tiles x input channels x output channels, which
+ * mrt_conv_dense_tile computes as it is: x = V_e laid out [channel][tile],
+ * kofs[q] = q * (a channel's stride), pos[i] = the tile's index, weights
+ * U_e as [panel of 64 output channels][C_in][64]. The packed U replaces the
+ * dense path's packed copy (16/9 of the weights' bytes: the node keeps only
+ * this one).
+ *
+ * The product is cut into items of (chunk of whole tile rows, run of panels):
+ * an item transforms its chunk's inputs (every channel, into a per-thread V,
+ * [16][C_in][tiles]), then per panel runs the 16 products into M
+ * ([16][tiles][64], k blocks of 64 as the dense tiles do), transforms M's
+ * 64-channel vectors into the 4 outputs of each tile, transposes them into
+ * channel rows with the bias and the tiles' clamp, interleaves the rows into
+ * Y (a chunk of tile rows is a block of whole output rows: the ragged last
+ * column and row of odd sizes are dropped by masks), then the post stage
+ * (residual, activation) on that block, as the dense item does. An output's
+ * sums do not depend on its chunk or on the items' split: the same bytes at
+ * every thread count.
+ *
+ * The input comes from conv_core.c's zero-padded copy, made 2 * tiles + 2
+ * wide and high so that every tile's window is inside it. Rounding: the
+ * transforms are adds and subtracts of the window's values and the weight
+ * transform halves, so the error is of the order of the direct sum's (a
+ * little larger: the sums of V are formed before the products). One
+ * difference in kind: an infinity in a window meets its negation in V
+ * (d1 + d2 and d2 - d1), so the tile's outputs are NaN where a direct sum gives
+ * +-inf; finite inputs are unaffected.
+ *
+ * 7 x 7 planes are left to the dense path: 4 x 4 tiles of 8 x 8 compute 30 %
+ * more outputs than needed and those layers' weights (512 channels) are the
+ * largest, 16/9 of them the most memory.
+ */
+
+#define MRT_WINO_MINPIX 196 /* fewer output pixels: the dense path */
+#define MRT_WINO_VBYTES (256 * 1024) /* a chunk's transformed input, about */
+
+/* Winograd for this convolution? As the dense path (AVX-512 tiles, whole
+ * 64-channel panels, 16+ input channels, constant weights) and 3x3, stride 1,
+ * no dilation, no groups, 2-D, planes of 196+ outputs. */
+MRT_PREPARE_CODE
+static int mrt_conv_wino_pays(const mrt_conv_params *p, int w_const) {
+  return w_const && p->kern == &mrt_sgemm_avx512 && p->m % MRT_DENSE_NC == 0 && p->group == 1 && p->c_in >= 16 &&
+         p->k[0] == 1 && p->k[1] == 3 && p->k[2] == 3 && p->in[0] == 1 && p->out[0] == 1 && p->s[1] == 1 && p->s[2] == 1 &&
+         p->d[1] == 1 && p->d[2] == 1 && p->out_pix >= MRT_WINO_MINPIX;
+}
+
+/* Tiles a row, tile rows, tile rows a chunk; a V row's floats (a chunk's
+ * tiles rounded up to vectors), M's tiles (rounded up to whole 6-tile
+ * groups). */
+static inline size_t mrt_wino_tw(const mrt_conv_params *p) { return (p->out[2] + 1) / 2; }
+static inline size_t mrt_wino_th(const mrt_conv_params *p) { return (p->out[1] + 1) / 2; }
+static inline size_t mrt_wino_rows(const mrt_conv_params *p) {
+  const size_t r = MRT_WINO_VBYTES / (16 * sizeof(float) * p->c_in * mrt_wino_tw(p));
+  return r < 1 ? 1 : r > mrt_wino_th(p) ? mrt_wino_th(p) : r;
+}
+static inline size_t mrt_wino_vs(const mrt_conv_params *p) { return mrt_round_up(mrt_wino_rows(p) * mrt_wino_tw(p), 16); }
+static inline size_t mrt_wino_ms(const mrt_conv_params *p) {
+  return mrt_round_up(mrt_wino_rows(p) * mrt_wino_tw(p), MRT_DENSE_NP);
+}
+
+/* Per-thread scratch: V [16][C_in][vs], M [16][ms][64], the outputs
+ * [4][ms][64] and their channel rows [4][64][vs]. */
+static inline size_t mrt_wino_thread_bytes(const mrt_conv_params *p) {
+  const size_t vs = mrt_wino_vs(p), ms = mrt_wino_ms(p);
+  return (16 * p->c_in * vs + 16 * ms * MRT_DENSE_NC + 4 * ms * MRT_DENSE_NC + 4 * MRT_DENSE_NC * vs) * sizeof(float);
+}
+
+/* U = G g G^T of every (output, input) channel pair, as 16 matrices a panel:
+ * [panel][e][C_in][64]; the padded copy made whole tiles wide and high; the
+ * tiles' channel offsets in V (kofs). */
+MRT_PREPARE_CODE
+static mrt_status mrt_conv_wino_prepare(mrt_ctx *ctx, mrt_conv_params *p, const float *w) {
+  const size_t c_in = p->c_in, nc = MRT_DENSE_NC;
+  const size_t xh = 2 * mrt_wino_th(p) + 2, xw = 2 * mrt_wino_tw(p) + 2;
+  if ((uint64_t)xh * xw * c_in > INT32_MAX / sizeof(float) ||
+      (uint64_t)p->c_out * c_in * 16 > SIZE_MAX / sizeof(float) - 64)
+    return MRT_STATUS_OUT_OF_MEMORY;
+  float *u = (float *)mrt_ctx_alloc(ctx, p->c_out * c_in * 16 * sizeof(float) + 64);
+  if (!u) return MRT_STATUS_OUT_OF_MEMORY;
+  u = (float *)(((uintptr_t)u + 63) & ~(uintptr_t)63);
+  for (size_t o = 0; o < p->c_out; ++o)
+    for (size_t c = 0; c < c_in; ++c) {
+      const float *g = w + (o * c_in + c) * 9;
+      double t[4][3], r[4][4]; /* G g, then (G g) G^T */
+      for (size_t j = 0; j < 3; ++j) {
+        t[0][j] = g[j];
+        t[1][j] = 0.5 * ((double)g[j] + g[3 + j] + g[6 + j]);
+        t[2][j] = 0.5 * ((double)g[j] - g[3 + j] + g[6 + j]);
+        t[3][j] = g[6 + j];
+      }
+      for (size_t i = 0; i < 4; ++i) {
+        r[i][0] = t[i][0];
+        r[i][1] = 0.5 * (t[i][0] + t[i][1] + t[i][2]);
+        r[i][2] = 0.5 * (t[i][0] - t[i][1] + t[i][2]);
+        r[i][3] = t[i][2];
+      }
+      const size_t pn = o / nc, j = o % nc;
+      for (size_t e = 0; e < 16; ++e) u[((pn * 16 + e) * c_in + c) * nc + j] = (float)r[e / 4][e % 4];
+    }
+  p->dense_w = u;
+  p->dense_nc = nc;
+  p->wino = 1;
+  p->pad_copy = 1;
+  p->xp[1] = xh;
+  p->xp[2] = xw;
+  p->pad_floats = xh * xw * c_in;
+  const size_t vs = mrt_wino_vs(p);
+  for (size_t q = 0; q < c_in; ++q) p->kofs[q] = q * vs;
+  return MRT_STATUS_OK;
+}
+
+typedef struct mrt_wino_job {
+  const mrt_conv_params *p;
+  const float *x, *bias, *res;
+  float *y;
+  char *scratch;
+  size_t chunks, groups, per_group; /* chunks of tile rows; runs of panels, per_group panels each */
+} mrt_wino_job;
+
+/* V of tile rows [ty0, ty1) of every channel: 16 tiles at a time, each row
+ * of a window as 4 vectors of its columns (even / odd floats of 32, from the
+ * tile's first column and from the one after). */
+MRT_AVX512F static void mrt_wino_input(const mrt_conv_params *p, const float *x, size_t ty0, size_t ty1,
+                                       float *MRT_RESTRICT v) {
+  const size_t tw = mrt_wino_tw(p), xw = p->xp[2], plane = p->xp[1] * xw, vs = mrt_wino_vs(p), cs = p->c_in * vs;
+  for (size_t c = 0; c < p->c_in; ++c)
+    for (size_t ty = ty0; ty < ty1; ++ty) {
+      const float *xr = x + c * plane + 2 * ty * xw;
+      float *vr = v + c * vs + (ty - ty0) * tw;
+      for (size_t tx = 0; tx < tw; tx += 16) {
+        const size_t n = xw - 2 * tx; /* floats left in the row, from the tile's first column */
+        mrt_v16f d[4][4];
+        _Pragma("clang loop unroll(full)") for (int k = 0; k < 4; ++k) {
+          const float *s = xr + k * xw + 2 * tx;
+          const mrt_v16f a = mrt_load16(s, n), b = mrt_load16(s + 16, n > 16 ? n - 16 : 0);
+          const mrt_v16f a2 = mrt_load16(s + 2, n - 2), b2 = mrt_load16(s + 18, n > 18 ? n - 18 : 0);
+          d[k][0] = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+          d[k][1] = __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+          d[k][2] = __builtin_shufflevector(a2, b2, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+          d[k][3] = __builtin_shufflevector(a2, b2, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        }
+        mrt_v16f t[4][4];
+        _Pragma("clang loop unroll(full)") for (int j = 0; j < 4; ++j) {
+          t[0][j] = d[0][j] - d[2][j];
+          t[1][j] = d[1][j] + d[2][j];
+          t[2][j] = d[2][j] - d[1][j];
+          t[3][j] = d[1][j] - d[3][j];
+        }
+        const size_t m = tw - tx;
+        _Pragma("clang loop unroll(full)") for (int i = 0; i < 4; ++i) {
+          float *o = vr + tx + (size_t)i * 4 * cs;
+          mrt_store16(o, t[i][0] - t[i][2], m);
+          mrt_store16(o + cs, t[i][1] + t[i][2], m);
+          mrt_store16(o + 2 * cs, t[i][2] - t[i][1], m);
+          mrt_store16(o + 3 * cs, t[i][1] - t[i][3], m);
+        }
+      }
+    }
+}
+
+/* One panel of a chunk of nt tiles: the 16 products, A^T M A, the transposes
+ * into channel rows with the bias and the clamp, and the rows into Y's
+ * output rows [2 ty0, ...). */
+MRT_AVX512F static void mrt_wino_panel(const mrt_wino_job *jb, size_t pn, size_t ty0, size_t nty,
+                                       const float *MRT_RESTRICT v, float *MRT_RESTRICT mb,
+                                       float *MRT_RESTRICT ob, float *MRT_RESTRICT zb) {
+  const mrt_conv_params *p = jb->p;
+  const size_t nc = MRT_DENSE_NC, c_in = p->c_in, tw = mrt_wino_tw(p), nt = nty * tw;
+  const size_t vs = mrt_wino_vs(p), ms = mrt_wino_ms(p);
+  ptrdiff_t pos[MRT_DENSE_NP];
+  const float *u = p->dense_w + pn * 16 * c_in * nc, *uend = p->dense_w + p->c_out * c_in * 16;
+  for (size_t e = 0; e < 16; ++e) {
+    const float *ue = u + e * c_in * nc, *ve = v + e * c_in * vs;
+    float *me = mb + e * ms * nc;
+    for (size_t k0 = 0; k0 < c_in; k0 += MRT_DENSE_KC) {
+      const size_t kc = mrt_min(MRT_DENSE_KC, c_in - k0);
+      /* The next block's weights into L2 while this one runs. */
+      const float *wn = ue + (k0 + kc) * nc;
+      for (size_t i = 0; i < MRT_DENSE_KC * nc && wn + i < uend; i += 16) __builtin_prefetch(wn + i, 0, 2);
+      for (size_t t = 0; t < nt; t += MRT_DENSE_NP) {
+        /* (a ragged last group repeats its first tile; those rows of M are never read) */
+        for (size_t i = 0; i < MRT_DENSE_NP; ++i) pos[i] = (ptrdiff_t)(t + i < nt ? t + i : t);
+        mrt_conv_dense_tile(kc, ve, p->kofs + k0, pos, ue + k0 * nc, me + t * nc, k0 > 0);
+      }
+    }
+  }
+  /* A^T M A, 16 channels at a time: the tile's 4 outputs into ob[4][ms][64]. */
+  for (size_t t = 0; t < nt; ++t)
+    for (size_t c = 0; c < nc; c += 16) {
+      mrt_v16f m[16], s[2][4];
+      _Pragma("clang loop unroll(full)") for (int e = 0; e < 16; ++e)
+        __builtin_memcpy(&m[e], mb + (e * ms + t) * nc + c, sizeof(mrt_v16f));
+      _Pragma("clang loop unroll(full)") for (int j = 0; j < 4; ++j) {
+        s[0][j] = m[j] + m[4 + j] + m[8 + j];
+        s[1][j] = m[4 + j] - m[8 + j] - m[12 + j];
+      }
+      _Pragma("clang loop unroll(full)") for (int a = 0; a < 2; ++a) {
+        const mrt_v16f y0 = s[a][0] + s[a][1] + s[a][2], y1 = s[a][1] - s[a][2] - s[a][3];
+        __builtin_memcpy(ob + ((2 * a) * ms + t) * nc + c, &y0, sizeof(mrt_v16f));
+        __builtin_memcpy(ob + ((2 * a + 1) * ms + t) * nc + c, &y1, sizeof(mrt_v16f));
+      }
+    }
+  /* Into channel rows zb[4][64][vs], with the bias and the clamp. */
+  const float lo = p->lo, hi = p->hi;
+  float bias[MRT_DENSE_NC];
+  for (size_t i = 0; i < nc; ++i) bias[i] = jb->bias ? jb->bias[pn * nc + i] : 0.0f;
+  for (size_t q = 0; q < 4; ++q) {
+    const float *o = ob + q * ms * nc;
+    float *z = zb + q * nc * vs;
+    size_t t = 0;
+    for (; t + 16 <= nt; t += 16)
+      for (size_t i = 0; i < nc; i += 16) mrt_conv_dense_t16(o + t * nc + i, nc, z + i * vs + t, vs, bias + i, lo, hi);
+    for (size_t i = 0; i < nc && t < nt; ++i)
+      for (size_t r = t; r < nt; ++r) {
+        const float a = o[r * nc + i] + bias[i], l = a < lo ? lo : a;
+        z[i * vs + r] = l > hi ? hi : l;
+      }
+  }
+  /* Each tile row's outputs a and b of an output row interleaved into it. */
+  const size_t ow = p->out[2], oh = p->out[1], pix = p->out_pix;
+  float *y = jb->y + pn * nc * pix;
+  for (size_t i = 0; i < nc; ++i)
+    for (size_t r = 0; r < nty; ++r)
+      for (size_t h = 0; h < 2 && 2 * (ty0 + r) + h < oh; ++h) {
+        const float *z0 = zb + (2 * h * nc + i) * vs + r * tw, *z1 = z0 + nc * vs;
+        float *yr = y + i * pix + (2 * (ty0 + r) + h) * ow;
+        for (size_t tx = 0; tx < tw; tx += 16) {
+          const mrt_v16f a = mrt_load16(z0 + tx, tw - tx), b = mrt_load16(z1 + tx, tw - tx);
+          const size_t n = ow - 2 * tx;
+          mrt_store16(yr + 2 * tx, __builtin_shufflevector(a, b, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23),
+                      n);
+          if (n > 16)
+            mrt_store16(yr + 2 * tx + 16,
+                        __builtin_shufflevector(a, b, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31),
+                        n - 16);
+        }
+      }
+  if (p->post.post) {
+    const size_t j0 = 2 * ty0 * ow, j1 = mrt_min(oh, 2 * (ty0 + nty)) * ow;
+    mrt_sgemm_epilogue ep = p->post;
+    ep.res = jb->res;
+    mrt_conv_post(&ep, pn * nc, j0, nc, j1 - j0, y + j0, pix);
+  }
+}
+
+/* Item `item` = (chunk, run of panels), chunk-major: the chunk's V once, then
+ * its panels. */
+static void mrt_wino_task(void *varg, size_t item, size_t thread) {
+  const mrt_wino_job *jb = (const mrt_wino_job *)varg;
+  const mrt_conv_params *p = jb->p;
+  const size_t c = item / jb->groups, g = item % jb->groups, th = mrt_wino_th(p);
+  const size_t ty0 = c * th / jb->chunks, ty1 = (c + 1) * th / jb->chunks, panels = p->c_out / MRT_DENSE_NC;
+  const size_t pn0 = g * jb->per_group, pn1 = mrt_min(panels, pn0 + jb->per_group);
+  if (ty1 <= ty0 || pn1 <= pn0) return;
+  const size_t vs = mrt_wino_vs(p), ms = mrt_wino_ms(p), nc = MRT_DENSE_NC;
+  float *v = (float *)(jb->scratch + thread * mrt_wino_thread_bytes(p));
+  float *mb = v + 16 * p->c_in * vs, *ob = mb + 16 * ms * nc, *zb = ob + 4 * ms * nc;
+  mrt_wino_input(p, jb->x, ty0, ty1, v);
+  for (size_t pn = pn0; pn < pn1; ++pn) mrt_wino_panel(jb, pn, ty0, ty1 - ty0, v, mb, ob, zb);
+}
+
+/* One batch item: xp its padded input, y / res its output. Chunks of at most
+ * mrt_wino_rows tile rows, dealt evenly (the same for every thread count);
+ * on threads, when the chunks are fewer than 4 a thread the panels are cut
+ * in runs too (each run transforms the chunk's input again). */
+static void mrt_conv_wino_run(mrt_pool *pool, const mrt_conv_params *p, const float *xp, const float *bias,
+                              const float *res, float *y, void *scratch) {
+  const size_t th = mrt_wino_th(p), rows = mrt_wino_rows(p), panels = p->c_out / MRT_DENSE_NC;
+  const size_t chunks = (th + rows - 1) / rows;
+  const size_t tasks = mrt_pool_tasks(pool, p->c_out * p->out_pix * p->kdim, (size_t)1 << 17);
+  size_t groups = 1;
+  if (tasks > 1 && chunks < 4 * mrt_pool_threads(pool))
+    groups = mrt_min(panels, (4 * mrt_pool_threads(pool) + chunks - 1) / chunks);
+  const size_t per_group = (panels + groups - 1) / groups;
+  groups = (panels + per_group - 1) / per_group;
+  mrt_wino_job job = {p, xp, bias, res, y, (char *)scratch, chunks, groups, per_group};
+  if (tasks <= 1) {
+    for (size_t i = 0; i < chunks * groups; ++i) mrt_wino_task(&job, i, 0);
+    return;
+  }
+  mrt_parallel_for(pool, chunks * groups, mrt_wino_task, &job);
+}
