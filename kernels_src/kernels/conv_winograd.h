@@ -44,7 +44,8 @@
  */
 
 #define MRT_WINO_MINPIX 196 /* fewer output pixels: the dense path */
-#define MRT_WINO_VBYTES (256 * 1024) /* a chunk's transformed input, about */
+#define MRT_WINO_VBYTES (1024 * 1024) /* a chunk's transformed input, at most (or one tile row) */
+#define MRT_WINO_TILES 64 /* tiles a chunk, at most (or one tile row) */
 
 /* Winograd for this convolution? As the dense path (AVX-512 tiles, whole
  * 64-channel panels, 16+ input channels, constant weights) and 3x3, stride 1,
@@ -62,19 +63,23 @@ static int mrt_conv_wino_pays(const mrt_conv_params *p, int w_const) {
 static inline size_t mrt_wino_tw(const mrt_conv_params *p) { return (p->out[2] + 1) / 2; }
 static inline size_t mrt_wino_th(const mrt_conv_params *p) { return (p->out[1] + 1) / 2; }
 static inline size_t mrt_wino_rows(const mrt_conv_params *p) {
-  const size_t r = MRT_WINO_VBYTES / (16 * sizeof(float) * p->c_in * mrt_wino_tw(p));
+  const size_t tw = mrt_wino_tw(p), r = mrt_min(MRT_WINO_TILES / tw, MRT_WINO_VBYTES / (16 * sizeof(float) * p->c_in * tw));
   return r < 1 ? 1 : r > mrt_wino_th(p) ? mrt_wino_th(p) : r;
 }
 static inline size_t mrt_wino_vs(const mrt_conv_params *p) { return mrt_round_up(mrt_wino_rows(p) * mrt_wino_tw(p), 16); }
+/* A V_e's floats: a line more than its channels' rows, so that the 16 are not
+ * a multiple of 4 KB apart (the input transform's 16 stores per vector of
+ * tiles then fell in one L1 set). */
+static inline size_t mrt_wino_es(const mrt_conv_params *p) { return p->c_in * mrt_wino_vs(p) + 16; }
 static inline size_t mrt_wino_ms(const mrt_conv_params *p) {
   return mrt_round_up(mrt_wino_rows(p) * mrt_wino_tw(p), MRT_DENSE_NP);
 }
 
-/* Per-thread scratch: V [16][C_in][vs], M [16][ms][64], the outputs
+/* Per-thread scratch: V [16][C_in][vs] (+ a line), M [16][ms][64] (+ a line), the outputs
  * [4][ms][64] and their channel rows [4][64][vs]. */
 static inline size_t mrt_wino_thread_bytes(const mrt_conv_params *p) {
   const size_t vs = mrt_wino_vs(p), ms = mrt_wino_ms(p);
-  return (16 * p->c_in * vs + 16 * ms * MRT_DENSE_NC + 4 * ms * MRT_DENSE_NC + 4 * MRT_DENSE_NC * vs) * sizeof(float);
+  return (16 * mrt_wino_es(p) + 16 * (ms * MRT_DENSE_NC + 16) + 4 * ms * MRT_DENSE_NC + 4 * MRT_DENSE_NC * vs) * sizeof(float);
 }
 
 /* U = G g G^T of every (output, input) channel pair, as 16 matrices a panel:
@@ -134,8 +139,12 @@ typedef struct mrt_wino_job {
  * tile's first column and from the one after). */
 MRT_AVX512F static void mrt_wino_input(const mrt_conv_params *p, const float *x, size_t ty0, size_t ty1,
                                        float *MRT_RESTRICT v) {
-  const size_t tw = mrt_wino_tw(p), xw = p->xp[2], plane = p->xp[1] * xw, vs = mrt_wino_vs(p), cs = p->c_in * vs;
-  for (size_t c = 0; c < p->c_in; ++c)
+  const size_t tw = mrt_wino_tw(p), xw = p->xp[2], plane = p->xp[1] * xw, vs = mrt_wino_vs(p), cs = mrt_wino_es(p);
+  const size_t span = (2 * (ty1 - ty0) + 2) * xw; /* floats of a channel's rows the chunk reads */
+  for (size_t c = 0; c < p->c_in; ++c) {
+    /* The next channel's rows, while this one's are transformed. */
+    if (c + 1 < p->c_in)
+      for (size_t i = 0; i < span; i += 16) __builtin_prefetch(x + (c + 1) * plane + 2 * ty0 * xw + i, 0, 3);
     for (size_t ty = ty0; ty < ty1; ++ty) {
       const float *xr = x + c * plane + 2 * ty * xw;
       float *vr = v + c * vs + (ty - ty0) * tw;
@@ -168,6 +177,7 @@ MRT_AVX512F static void mrt_wino_input(const mrt_conv_params *p, const float *x,
         }
       }
     }
+  }
 }
 
 /* One panel of a chunk of nt tiles: the 16 products, A^T M A, the transposes
@@ -180,16 +190,20 @@ MRT_AVX512F static void mrt_wino_panel(const mrt_wino_job *jb, size_t pn, size_t
   const size_t nc = MRT_DENSE_NC, c_in = p->c_in, tw = mrt_wino_tw(p), nt = nty * tw;
   const size_t vs = mrt_wino_vs(p), ms = mrt_wino_ms(p);
   ptrdiff_t pos[MRT_DENSE_NP];
+  const size_t groups = (nt + MRT_DENSE_NP - 1) / MRT_DENSE_NP;
   const float *u = p->dense_w + pn * 16 * c_in * nc, *uend = p->dense_w + p->c_out * c_in * 16;
   for (size_t e = 0; e < 16; ++e) {
-    const float *ue = u + e * c_in * nc, *ve = v + e * c_in * vs;
-    float *me = mb + e * ms * nc;
+    const float *ue = u + e * c_in * nc, *ve = v + e * mrt_wino_es(p);
+    float *me = mb + e * (ms * nc + 16);
     for (size_t k0 = 0; k0 < c_in; k0 += MRT_DENSE_KC) {
       const size_t kc = mrt_min(MRT_DENSE_KC, c_in - k0);
-      /* The next block's weights into L2 while this one runs. */
+      /* The next block's weights (or the next product's first) into L2 while
+       * this one runs, a share of their lines before each group of tiles (all
+       * of them at once had stalled on the misses outstanding). */
       const float *wn = ue + (k0 + kc) * nc;
-      for (size_t i = 0; i < MRT_DENSE_KC * nc && wn + i < uend; i += 16) __builtin_prefetch(wn + i, 0, 2);
-      for (size_t t = 0; t < nt; t += MRT_DENSE_NP) {
+      const size_t wl = mrt_min(MRT_DENSE_KC * nc, (size_t)(uend - wn)) / 16, share = wl / groups + 1;
+      for (size_t t = 0, l = 0; t < nt; t += MRT_DENSE_NP) {
+        for (const size_t l1 = mrt_min(wl, l + share); l < l1; ++l) __builtin_prefetch(wn + 16 * l, 0, 2);
         /* (a ragged last group repeats its first tile; those rows of M are never read) */
         for (size_t i = 0; i < MRT_DENSE_NP; ++i) pos[i] = (ptrdiff_t)(t + i < nt ? t + i : t);
         mrt_conv_dense_tile(kc, ve, p->kofs + k0, pos, ue + k0 * nc, me + t * nc, k0 > 0);
@@ -201,7 +215,7 @@ MRT_AVX512F static void mrt_wino_panel(const mrt_wino_job *jb, size_t pn, size_t
     for (size_t c = 0; c < nc; c += 16) {
       mrt_v16f m[16], s[2][4];
       _Pragma("clang loop unroll(full)") for (int e = 0; e < 16; ++e)
-        __builtin_memcpy(&m[e], mb + (e * ms + t) * nc + c, sizeof(mrt_v16f));
+        __builtin_memcpy(&m[e], mb + e * (ms * nc + 16) + t * nc + c, sizeof(mrt_v16f));
       _Pragma("clang loop unroll(full)") for (int j = 0; j < 4; ++j) {
         s[0][j] = m[j] + m[4 + j] + m[8 + j];
         s[1][j] = m[4 + j] - m[8 + j] - m[12 + j];
@@ -266,7 +280,7 @@ static void mrt_wino_task(void *varg, size_t item, size_t thread) {
   if (ty1 <= ty0 || pn1 <= pn0) return;
   const size_t vs = mrt_wino_vs(p), ms = mrt_wino_ms(p), nc = MRT_DENSE_NC;
   float *v = (float *)(jb->scratch + thread * mrt_wino_thread_bytes(p));
-  float *mb = v + 16 * p->c_in * vs, *ob = mb + 16 * ms * nc, *zb = ob + 4 * ms * nc;
+  float *mb = v + 16 * mrt_wino_es(p), *ob = mb + 16 * (ms * nc + 16), *zb = ob + 4 * ms * nc;
   mrt_wino_input(p, jb->x, ty0, ty1, v);
   for (size_t pn = pn0; pn < pn1; ++pn) mrt_wino_panel(jb, pn, ty0, ty1 - ty0, v, mb, ob, zb);
 }
