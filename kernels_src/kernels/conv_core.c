@@ -5,6 +5,9 @@
  *   depthwise 2-D / 1-D: direct, one padded channel plane at a time;
  *   at most 4 input channels (stems; desktop x86_64 speed builds): direct,
  *   conv_direct.h;
+ *   3x3 stride 1 on 196+ outputs (desktop x86_64 speed builds, AVX-512):
+ *   Winograd F(2x2, 3x3), conv_winograd.h; other KxK with whole channel
+ *   panels there: the dense path, conv_dense.h;
  *   anything else: im2col packed straight into GEMM's B panels.
  * The GEMM itself (packing, micro-kernels) is the `gemm` support unit.
  */

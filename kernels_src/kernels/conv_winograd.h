@@ -287,7 +287,7 @@ static void mrt_wino_task(void *varg, size_t item, size_t thread) {
 
 /* One batch item: xp its padded input, y / res its output. Chunks of at most
  * mrt_wino_rows tile rows, dealt evenly (the same for every thread count);
- * on threads, when the chunks are fewer than 4 a thread the panels are cut
+ * on threads, when the chunks are fewer than the threads the panels are cut
  * in runs too (each run transforms the chunk's input again). */
 static void mrt_conv_wino_run(mrt_pool *pool, const mrt_conv_params *p, const float *xp, const float *bias,
                               const float *res, float *y, void *scratch) {
@@ -295,8 +295,8 @@ static void mrt_conv_wino_run(mrt_pool *pool, const mrt_conv_params *p, const fl
   const size_t chunks = (th + rows - 1) / rows;
   const size_t tasks = mrt_pool_tasks(pool, p->c_out * p->out_pix * p->kdim, (size_t)1 << 17);
   size_t groups = 1;
-  if (tasks > 1 && chunks < 4 * mrt_pool_threads(pool))
-    groups = mrt_min(panels, (4 * mrt_pool_threads(pool) + chunks - 1) / chunks);
+  if (tasks > 1 && chunks < mrt_pool_threads(pool))
+    groups = mrt_min(panels, (mrt_pool_threads(pool) + chunks - 1) / chunks);
   const size_t per_group = (panels + groups - 1) / groups;
   groups = (panels + per_group - 1) / per_group;
   mrt_wino_job job = {p, xp, bias, res, y, (char *)scratch, chunks, groups, per_group};
