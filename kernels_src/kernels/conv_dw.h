@@ -590,7 +590,32 @@ static void mrt_conv_dwb_run(mrt_pool *pool, const mrt_conv_params *p, const flo
    * its gather (384 x 14 x 14 28 - 35 -> 33 - 41); input prefetches 2 or 4
    * vectors ahead in the gather; per-thread scratch that no other node uses;
    * the row path for 56-wide inputs on threads again after the faster fill
-   * (144 x 56 x 56: 102 against 106, stride 2 63 against 64: within noise). */
+   * (144 x 56 x 56: 102 against 106, stride 2 63 against 64: within noise).
+   *
+   * Also measured and not taken: a split by rows to meet the 1x1s' split by
+   * pixels on planes of 28 x 28 and more (each thread one strip of every
+   * channel, strip-major items, so a thread reads the rows its expansion
+   * wrote and writes the rows its projection reads; the row path a strip of
+   * every plane a thread). Slower, in the model and alone. MobileNetV2, 2
+   * threads, profile_nodes harness, per-node best of 20 x 10 runs in
+   * interleaved rounds with an A/A control (load 2.3 - 3.4): 144 x 56 x 56
+   * 107 / 107 -> 119, stride 2 to 28 x 28 68 / 68 -> 80, 192 x 28 x 28
+   * 44 / 41 -> 50 and 51 / 47 -> 58, the row path's 96 x 112 x 112 stride 2
+   * 141 / 137 -> 167 and 32 x 112 x 112 68 / 63 -> 77; only the projection
+   * after 144 x 56 x 56 gained (98 / 94 -> 88 - 91). Alone (one-node models,
+   * best of 3 x 2000 runs, where every line stays on its core either way):
+   * 144 x 56 x 56 78 -> 87, stride 2 39 -> 49, 192 x 28 x 28 27 -> 34 - 37;
+   * the same with the second strip's blocks in reverse order (the threads
+   * never on one block at once). The strips and the work per item are the
+   * same as the channel split's there, only the items each thread gets
+   * differ: a channel split's thread reads and writes its planes as one
+   * contiguous run (the next item continues the planes or follows them),
+   * a strip split's every item starts 16 new half planes in and out (1.5 KB
+   * each on 28 x 28), and the loss grows as planes shrink. Nor a pixel
+   * split of the whole 14 x 14 stage (the expansions and projections by
+   * columns, mrt_sgemm_mt, and these by rows): within noise or slower
+   * (576 x 14 x 14 53 -> 64 us). The two vCPUs here have separate 2 MB L2s
+   * (two threads each streaming 1.5 MB read 130 GB/s, as one alone). */
   if (job.items == 0) return;
   size_t per_task;
   job.runs = mrt_conv_runs(pool, job.items, p->batch * p->c_out * p->out_pix * p->kvol, MRT_DWB_TASK_MACS, &per_task);

@@ -868,7 +868,14 @@ void mrt_sgemm_mt(mrt_pool *pool, const mrt_sgemm_kernel *kern, size_t m, size_t
    * thread reads half of A. MobileNetV2, 2 threads, profile_nodes, 4
    * interleaved rounds: 1x1 576 -> 96 on 14 x 14 + residual 92-101 -> 83-90
    * us, 384 -> 96 59-66 -> 54-60, 384 -> 64 + residual 46-50 -> 42-48. Other
-   * families pack B per task along M: unchanged. */
+   * families pack B per task along M: unchanged. Measured and not taken: an
+   * even split of the columns at 64-byte bounds instead, a run a thread (96
+   * and 100 of 196; B in place takes any first column), so that each thread
+   * reads half of B (the depthwise output: a quarter of it from the other
+   * core, not half): slower, 576 -> 96 + residual 103 / 104 -> 113 and 106 /
+   * 104 -> 112 us, 384 -> 64 + residual 51 / 51 -> 55, 384 -> 96 66 / 67 ->
+   * 71 (per-node best of 20 x 10 runs, interleaved, A/A control): each
+   * thread then streams all of A. */
 #if MRT_SGEMM_AVX512
   const int few = a->packed && mrt_sgemm_b_in_place(kern, b, m, k) && (n + kern->nr - 1) / kern->nr <= 4 * threads;
 #else
