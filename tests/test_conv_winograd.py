@@ -4,7 +4,8 @@ planes of 196+ outputs run on the AVX-512 kernel as 16 products of transformed
 inputs and weights, in chunks of up to 64 2x2 tiles (whole tile rows), the
 ragged last tile column and row of odd sizes masked off. Against onnxruntime:
 C_in 16 / 48 / 64 / 96 / 256, C_out 64 / 128 / 256, planes 14 x 14 / 28 x 28 /
-56 x 56 and odd / rectangular ones, pads 0 / 1 / asymmetric, batch 2, with and
+56 x 56 and odd / rectangular ones, pads 0 / 1 / asymmetric / past the kernel
+(the input transform reads the input itself, the pads masked off), batch 2, with and
 without bias, no activation / Relu / Clip / the residual Add fused (and in place,
 the 3x3 Conv itself taking the Add of a ResNet-style block); the same bytes at 1,
 2 and 4 threads; the AVX2 and SSE caps (the dense path / im2col). That the path
@@ -39,6 +40,7 @@ CONVS = [
     (1, 64, 256, 13, 31, (1, 2, 1, 0)),    # rectangular, odd, 16 + 15 tiles a row
     (1, 256, 64, 16, 16, (1, 1, 1, 1)),    # k = 256: four k blocks a product
     (1, 80, 64, 20, 70, (1, 1, 1, 1)),     # a ragged last k block (80 = 64 + 16), 35 tiles a row
+    (1, 32, 64, 12, 40, (3, 4, 2, 5)),     # pads past the kernel: whole rows and masked columns of zeros
 ]
 PATTERNS = [None, "Relu", "Clip", "Add", "Add_Relu", "nobias"]
 

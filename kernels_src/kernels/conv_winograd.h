@@ -29,8 +29,8 @@
  * sums do not depend on its chunk or on the items' split: the same bytes at
  * every thread count.
  *
- * The input comes from conv_core.c's zero-padded copy, made 2 * tiles + 2
- * wide and high so that every tile's window is inside it. Rounding: the
+ * The input transform reads the input itself, the pads' columns masked off
+ * (no padded copy). Rounding: the
  * transforms are adds and subtracts of the window's values and the weight
  * transform halves, so the error is of the order of the direct sum's (a
  * little larger: the sums of V are formed before the products). One
@@ -45,6 +45,7 @@
 
 #define MRT_WINO_MINPIX 196 /* fewer output pixels: the dense path */
 #define MRT_WINO_VBYTES (1024 * 1024) /* a chunk's transformed input, at most (or one tile row) */
+#define MRT_WINO_MAXW 1024 /* output columns, at most (the input transform's masks: a table) */
 #define MRT_WINO_TILES 64 /* tiles a chunk, at most (or one tile row) */
 
 /* Winograd for this convolution? As the dense path (AVX-512 tiles, whole
@@ -54,7 +55,7 @@ MRT_PREPARE_CODE
 static int mrt_conv_wino_pays(const mrt_conv_params *p, int w_const) {
   return w_const && p->kern == &mrt_sgemm_avx512 && p->m % MRT_DENSE_NC == 0 && p->group == 1 && p->c_in >= 16 &&
          p->k[0] == 1 && p->k[1] == 3 && p->k[2] == 3 && p->in[0] == 1 && p->out[0] == 1 && p->s[1] == 1 && p->s[2] == 1 &&
-         p->d[1] == 1 && p->d[2] == 1 && p->out_pix >= MRT_WINO_MINPIX;
+         p->d[1] == 1 && p->d[2] == 1 && p->out_pix >= MRT_WINO_MINPIX && p->out[2] <= MRT_WINO_MAXW;
 }
 
 /* Tiles a row, tile rows, tile rows a chunk; a V row's floats (a chunk's
@@ -83,14 +84,11 @@ static inline size_t mrt_wino_thread_bytes(const mrt_conv_params *p) {
 }
 
 /* U = G g G^T of every (output, input) channel pair, as 16 matrices a panel:
- * [panel][e][C_in][64]; the padded copy made whole tiles wide and high; the
- * tiles' channel offsets in V (kofs). */
+ * [panel][e][C_in][64]; the tiles' channel offsets in V (kofs). */
 MRT_PREPARE_CODE
 static mrt_status mrt_conv_wino_prepare(mrt_ctx *ctx, mrt_conv_params *p, const float *w) {
   const size_t c_in = p->c_in, nc = MRT_DENSE_NC;
-  const size_t xh = 2 * mrt_wino_th(p) + 2, xw = 2 * mrt_wino_tw(p) + 2;
-  if ((uint64_t)xh * xw * c_in > INT32_MAX / sizeof(float) ||
-      (uint64_t)p->c_out * c_in * 16 > SIZE_MAX / sizeof(float) - 64)
+  if ((uint64_t)p->c_out * c_in * 16 > SIZE_MAX / sizeof(float) - 64)
     return MRT_STATUS_OUT_OF_MEMORY;
   float *u = (float *)mrt_ctx_alloc(ctx, p->c_out * c_in * 16 * sizeof(float) + 64);
   if (!u) return MRT_STATUS_OUT_OF_MEMORY;
@@ -117,10 +115,8 @@ static mrt_status mrt_conv_wino_prepare(mrt_ctx *ctx, mrt_conv_params *p, const 
   p->dense_w = u;
   p->dense_nc = nc;
   p->wino = 1;
-  p->pad_copy = 1;
-  p->xp[1] = xh;
-  p->xp[2] = xw;
-  p->pad_floats = xh * xw * c_in;
+  p->pad_copy = 0; /* the input transform reads the input itself */
+  p->pad_floats = 0;
   const size_t vs = mrt_wino_vs(p);
   for (size_t q = 0; q < c_in; ++q) p->kofs[q] = q * vs;
   return MRT_STATUS_OK;
@@ -134,29 +130,57 @@ typedef struct mrt_wino_job {
   size_t chunks, groups, per_group; /* chunks of tile rows; runs of panels, per_group panels each */
 } mrt_wino_job;
 
-/* V of tile rows [ty0, ty1) of every channel: 16 tiles at a time, each row
- * of a window as 4 vectors of its columns (even / odd floats of 32, from the
- * tile's first column and from the one after). */
+/* V of tile rows [ty0, ty1) of every channel, read from the input itself:
+ * 16 tiles at a time, each row of a window as 4 vectors of its columns (even
+ * / odd floats of 32, from the tiles' first column and from the one after),
+ * loaded under masks that leave out the columns in the pads (the same for
+ * every row: a table), rows in the pads as zeros. No padded copy: its pass
+ * had cost 4-7 % of a layer, and on threads each core read rows the other
+ * had written. */
 MRT_AVX512F static void mrt_wino_input(const mrt_conv_params *p, const float *x, size_t ty0, size_t ty1,
                                        float *MRT_RESTRICT v) {
-  const size_t tw = mrt_wino_tw(p), xw = p->xp[2], plane = p->xp[1] * xw, vs = mrt_wino_vs(p), cs = mrt_wino_es(p);
-  const size_t span = (2 * (ty1 - ty0) + 2) * xw; /* floats of a channel's rows the chunk reads */
+  const size_t tw = mrt_wino_tw(p), vs = mrt_wino_vs(p), cs = mrt_wino_es(p), nb = (tw + 15) / 16;
+  const size_t W = p->in[2], H = p->in[1], plane = p->in_pix;
+  const ptrdiff_t px = p->pb[2], py = p->pb[1];
+  unsigned short mk[MRT_WINO_MAXW / 32][4];
+  for (size_t b = 0; b < nb; ++b)
+    for (size_t q = 0; q < 4; ++q) {
+      /* lanes l of the load from column c0 + l: 0 <= c0 + l < W */
+      const ptrdiff_t c0 = (ptrdiff_t)(32 * b + 16 * (q & 1) + 2 * (q >> 1)) - px;
+      const size_t lo = c0 < 0 ? mrt_min(16, (size_t)-c0) : 0, hi = c0 >= (ptrdiff_t)W ? 0 : mrt_min(16, W - (size_t)c0);
+      mk[b][q] = (unsigned short)(mrt_mask16(hi) & ~mrt_mask16(lo));
+    }
+  /* Input rows [r0, r1) the chunk reads. */
+  const ptrdiff_t r0 = (ptrdiff_t)(2 * ty0) - py, r1 = (ptrdiff_t)(2 * ty1 + 2) - py;
+  const size_t pr0 = r0 < 0 ? 0 : (size_t)r0, pr1 = r1 < 0 ? 0 : mrt_min(H, (size_t)r1);
   for (size_t c = 0; c < p->c_in; ++c) {
     /* The next channel's rows, while this one's are transformed. */
     if (c + 1 < p->c_in)
-      for (size_t i = 0; i < span; i += 16) __builtin_prefetch(x + (c + 1) * plane + 2 * ty0 * xw + i, 0, 3);
+      for (size_t i = pr0 * W; i < pr1 * W; i += 16) __builtin_prefetch(x + (c + 1) * plane + i, 0, 3);
     for (size_t ty = ty0; ty < ty1; ++ty) {
-      const float *xr = x + c * plane + 2 * ty * xw;
+      const float *xr[4];
+      _Pragma("clang loop unroll(full)") for (int k = 0; k < 4; ++k) {
+        const ptrdiff_t iy = (ptrdiff_t)(2 * ty + k) - py;
+        /* (the address of column -px: the masks leave out every lane before column 0) */
+        xr[k] = iy >= 0 && iy < (ptrdiff_t)H
+                    ? (const float *)((uintptr_t)(x + c * plane + (size_t)iy * W) - (uintptr_t)px * sizeof(float))
+                    : NULL;
+      }
       float *vr = v + c * vs + (ty - ty0) * tw;
-      for (size_t tx = 0; tx < tw; tx += 16) {
-        const size_t n = xw - 2 * tx; /* floats left in the row, from the tile's first column */
+      for (size_t b = 0, tx = 0; b < nb; ++b, tx += 16) {
         mrt_v16f d[4][4];
         _Pragma("clang loop unroll(full)") for (int k = 0; k < 4; ++k) {
-          const float *s = xr + k * xw + 2 * tx;
-          const mrt_v16f a = mrt_load16(s, n), b = mrt_load16(s + 16, n > 16 ? n - 16 : 0);
-          const mrt_v16f a2 = mrt_load16(s + 2, n - 2), b2 = mrt_load16(s + 18, n > 18 ? n - 18 : 0);
-          d[k][0] = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-          d[k][1] = __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+          if (!xr[k]) {
+            d[k][0] = d[k][1] = d[k][2] = d[k][3] = (mrt_v16f){0};
+            continue;
+          }
+          const float *s = xr[k] + 2 * tx;
+          const mrt_v16f a = __builtin_ia32_loadups512_mask(s, (mrt_v16f){0}, mk[b][0]);
+          const mrt_v16f b1 = __builtin_ia32_loadups512_mask(s + 16, (mrt_v16f){0}, mk[b][1]);
+          const mrt_v16f a2 = __builtin_ia32_loadups512_mask(s + 2, (mrt_v16f){0}, mk[b][2]);
+          const mrt_v16f b2 = __builtin_ia32_loadups512_mask(s + 18, (mrt_v16f){0}, mk[b][3]);
+          d[k][0] = __builtin_shufflevector(a, b1, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+          d[k][1] = __builtin_shufflevector(a, b1, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
           d[k][2] = __builtin_shufflevector(a2, b2, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
           d[k][3] = __builtin_shufflevector(a2, b2, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
         }
@@ -285,11 +309,11 @@ static void mrt_wino_task(void *varg, size_t item, size_t thread) {
   for (size_t pn = pn0; pn < pn1; ++pn) mrt_wino_panel(jb, pn, ty0, ty1 - ty0, v, mb, ob, zb);
 }
 
-/* One batch item: xp its padded input, y / res its output. Chunks of at most
+/* One batch item: x its input, y / res its output. Chunks of at most
  * mrt_wino_rows tile rows, dealt evenly (the same for every thread count);
  * on threads, when the chunks are fewer than the threads the panels are cut
  * in runs too (each run transforms the chunk's input again). */
-static void mrt_conv_wino_run(mrt_pool *pool, const mrt_conv_params *p, const float *xp, const float *bias,
+static void mrt_conv_wino_run(mrt_pool *pool, const mrt_conv_params *p, const float *x, const float *bias,
                               const float *res, float *y, void *scratch) {
   const size_t th = mrt_wino_th(p), rows = mrt_wino_rows(p), panels = p->c_out / MRT_DENSE_NC;
   const size_t chunks = (th + rows - 1) / rows;
@@ -299,7 +323,7 @@ static void mrt_conv_wino_run(mrt_pool *pool, const mrt_conv_params *p, const fl
     groups = mrt_min(panels, (mrt_pool_threads(pool) + chunks - 1) / chunks);
   const size_t per_group = (panels + groups - 1) / groups;
   groups = (panels + per_group - 1) / per_group;
-  mrt_wino_job job = {p, xp, bias, res, y, (char *)scratch, chunks, groups, per_group};
+  mrt_wino_job job = {p, x, bias, res, y, (char *)scratch, chunks, groups, per_group};
   if (tasks <= 1) {
     for (size_t i = 0; i < chunks * groups; ++i) mrt_wino_task(&job, i, 0);
     return;
