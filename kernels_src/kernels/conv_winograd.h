@@ -143,8 +143,9 @@ MRT_AVX512F static void mrt_wino_input(const mrt_conv_params *p, const float *x,
   const size_t W = p->in[2], H = p->in[1], plane = p->in_pix;
   const ptrdiff_t px = p->pb[2], py = p->pb[1];
   unsigned short mk[MRT_WINO_MAXW / 32][4];
-  for (size_t b = 0; b < nb; ++b)
-    for (size_t q = 0; q < 4; ++q) {
+  /* (a few scalar steps a vector of tiles: vectorised, this loop had been 3 KB) */
+  _Pragma("clang loop vectorize(disable) interleave(disable)") for (size_t b = 0; b < nb; ++b)
+    _Pragma("clang loop vectorize(disable) unroll(disable)") for (size_t q = 0; q < 4; ++q) {
       /* lanes l of the load from column c0 + l: 0 <= c0 + l < W */
       const ptrdiff_t c0 = (ptrdiff_t)(32 * b + 16 * (q & 1) + 2 * (q >> 1)) - px;
       const size_t lo = c0 < 0 ? mrt_min(16, (size_t)-c0) : 0, hi = c0 >= (ptrdiff_t)W ? 0 : mrt_min(16, W - (size_t)c0);
@@ -158,27 +159,25 @@ MRT_AVX512F static void mrt_wino_input(const mrt_conv_params *p, const float *x,
     if (c + 1 < p->c_in)
       for (size_t i = pr0 * W; i < pr1 * W; i += 16) __builtin_prefetch(x + (c + 1) * plane + i, 0, 3);
     for (size_t ty = ty0; ty < ty1; ++ty) {
+      /* Each window row's column -px (the masks leave out every lane before
+       * column 0), or for a row in the pads any address and empty masks. */
       const float *xr[4];
-      _Pragma("clang loop unroll(full)") for (int k = 0; k < 4; ++k) {
+      unsigned short rm[4];
+      for (int k = 0; k < 4; ++k) {
         const ptrdiff_t iy = (ptrdiff_t)(2 * ty + k) - py;
-        /* (the address of column -px: the masks leave out every lane before column 0) */
-        xr[k] = iy >= 0 && iy < (ptrdiff_t)H
-                    ? (const float *)((uintptr_t)(x + c * plane + (size_t)iy * W) - (uintptr_t)px * sizeof(float))
-                    : NULL;
+        const int in = iy >= 0 && iy < (ptrdiff_t)H;
+        xr[k] = (const float *)((uintptr_t)(x + c * plane + (in ? (size_t)iy * W : 0)) - (uintptr_t)px * sizeof(float));
+        rm[k] = in ? 0xffffu : 0;
       }
       float *vr = v + c * vs + (ty - ty0) * tw;
       for (size_t b = 0, tx = 0; b < nb; ++b, tx += 16) {
         mrt_v16f d[4][4];
         _Pragma("clang loop unroll(full)") for (int k = 0; k < 4; ++k) {
-          if (!xr[k]) {
-            d[k][0] = d[k][1] = d[k][2] = d[k][3] = (mrt_v16f){0};
-            continue;
-          }
           const float *s = xr[k] + 2 * tx;
-          const mrt_v16f a = __builtin_ia32_loadups512_mask(s, (mrt_v16f){0}, mk[b][0]);
-          const mrt_v16f b1 = __builtin_ia32_loadups512_mask(s + 16, (mrt_v16f){0}, mk[b][1]);
-          const mrt_v16f a2 = __builtin_ia32_loadups512_mask(s + 2, (mrt_v16f){0}, mk[b][2]);
-          const mrt_v16f b2 = __builtin_ia32_loadups512_mask(s + 18, (mrt_v16f){0}, mk[b][3]);
+          const mrt_v16f a = __builtin_ia32_loadups512_mask(s, (mrt_v16f){0}, mk[b][0] & rm[k]);
+          const mrt_v16f b1 = __builtin_ia32_loadups512_mask(s + 16, (mrt_v16f){0}, mk[b][1] & rm[k]);
+          const mrt_v16f a2 = __builtin_ia32_loadups512_mask(s + 2, (mrt_v16f){0}, mk[b][2] & rm[k]);
+          const mrt_v16f b2 = __builtin_ia32_loadups512_mask(s + 18, (mrt_v16f){0}, mk[b][3] & rm[k]);
           d[k][0] = __builtin_shufflevector(a, b1, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
           d[k][1] = __builtin_shufflevector(a, b1, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
           d[k][2] = __builtin_shufflevector(a2, b2, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -230,7 +229,8 @@ MRT_AVX512F static void mrt_wino_panel(const mrt_wino_job *jb, size_t pn, size_t
         for (const size_t l1 = mrt_min(wl, l + share); l < l1; ++l) __builtin_prefetch(wn + 16 * l, 0, 2);
         /* (a ragged last group repeats its first tile; those rows of M are never read) */
         for (size_t i = 0; i < MRT_DENSE_NP; ++i) pos[i] = (ptrdiff_t)(t + i < nt ? t + i : t);
-        mrt_conv_dense_tile(kc, ve, p->kofs + k0, pos, ue + k0 * nc, me + t * nc, k0 > 0);
+        /* (a call: the dense item's inlined copy is enough code) */
+        [[clang::noinline]] mrt_conv_dense_tile(kc, ve, p->kofs + k0, pos, ue + k0 * nc, me + t * nc, k0 > 0);
       }
     }
   }
@@ -259,9 +259,11 @@ MRT_AVX512F static void mrt_wino_panel(const mrt_wino_job *jb, size_t pn, size_t
     float *z = zb + q * nc * vs;
     size_t t = 0;
     for (; t + 16 <= nt; t += 16)
-      for (size_t i = 0; i < nc; i += 16) mrt_conv_dense_t16(o + t * nc + i, nc, z + i * vs + t, vs, bias + i, lo, hi);
-    for (size_t i = 0; i < nc && t < nt; ++i)
-      for (size_t r = t; r < nt; ++r) {
+      for (size_t i = 0; i < nc; i += 16)
+        [[clang::noinline]] mrt_conv_dense_t16(o + t * nc + i, nc, z + i * vs + t, vs, bias + i, lo, hi);
+    /* (the ragged end as scalars, kept a loop: vectorised, it is code for nothing) */
+    _Pragma("clang loop vectorize(disable) interleave(disable)") for (size_t i = 0; i < nc && t < nt; ++i)
+      _Pragma("clang loop vectorize(disable) interleave(disable) unroll(disable)") for (size_t r = t; r < nt; ++r) {
         const float a = o[r * nc + i] + bias[i], l = a < lo ? lo : a;
         z[i * vs + r] = l > hi ? hi : l;
       }
