@@ -875,7 +875,12 @@ void mrt_sgemm_mt(mrt_pool *pool, const mrt_sgemm_kernel *kern, size_t m, size_t
    * core, not half): slower, 576 -> 96 + residual 103 / 104 -> 113 and 106 /
    * 104 -> 112 us, 384 -> 64 + residual 51 / 51 -> 55, 384 -> 96 66 / 67 ->
    * 71 (per-node best of 20 x 10 runs, interleaved, A/A control): each
-   * thread then streams all of A. */
+   * thread then streams all of A. Also measured and not taken: the expands
+   * whose B is read in place (K <= 48, M >= 6 K, whole 8-row blocks a
+   * thread) split along M, so that the depthwise after them, split by
+   * channels, reads channels its own core wrote: MobileNetV2 at 2 threads
+   * through the Python binding, 8 alternated rounds, 3.21-3.66 ms (mean
+   * 3.49) against 3.22-3.64 (3.44): within the noise. */
 #if MRT_SGEMM_AVX512
   const int few = a->packed && mrt_sgemm_b_in_place(kern, b, m, k) && (n + kern->nr - 1) / kern->nr <= 4 * threads;
 #else
