@@ -314,7 +314,7 @@ static void mrt_wino_task(void *varg, size_t item, size_t thread) {
   const size_t ty0 = c * th / jb->chunks, ty1 = (c + 1) * th / jb->chunks, panels = p->c_out / MRT_DENSE_NC;
   const size_t pn0 = g * jb->per_group, pn1 = mrt_min(panels, pn0 + jb->per_group);
   if (ty1 <= ty0 || pn1 <= pn0) return;
-  const size_t vs = mrt_wino_vs(p), ms = mrt_wino_ms(p), nc = MRT_DENSE_NC;
+  const size_t ms = mrt_wino_ms(p), nc = MRT_DENSE_NC;
   float *v = (float *)(jb->scratch + thread * mrt_wino_thread_bytes(p));
   float *mb = v + 16 * mrt_wino_es(p), *ob = mb + 16 * (ms * nc + 16), *zb = ob + 4 * ms * nc;
   mrt_wino_input(p, jb->x, ty0, ty1, v);
