@@ -213,6 +213,20 @@ MRT_AVX512F static void mrt_wino_input(const mrt_conv_params *p, const float *x,
   }
 }
 
+/* The dense path's tile and 16 x 16 transpose, called rather than inlined
+ * into this path a second time (the dense item inlines its own copy): noinline
+ * wrappers, as a statement attribute on the call needs a newer clang than the
+ * sanitizer builds use. */
+MRT_AVX512F __attribute__((noinline)) static void mrt_wino_tile(size_t kc, const float *x, const size_t *kofs,
+                                                                const ptrdiff_t *pos, const float *w, float *ct,
+                                                                int acc_in) {
+  mrt_conv_dense_tile(kc, x, kofs, pos, w, ct, acc_in);
+}
+MRT_AVX512F __attribute__((noinline)) static void mrt_wino_t16(const float *s, size_t ss, float *d, size_t ds,
+                                                               const float *bias, float lo, float hi) {
+  mrt_conv_dense_t16(s, ss, d, ds, bias, lo, hi);
+}
+
 /* One panel of a chunk of nt tiles: the 16 products, A^T M A, the transposes
  * into channel rows with the bias and the clamp, and the rows into Y's
  * output rows [2 ty0, ...). */
@@ -239,8 +253,7 @@ MRT_AVX512F static void mrt_wino_panel(const mrt_wino_job *jb, size_t pn, size_t
         for (const size_t l1 = mrt_min(wl, l + share); l < l1; ++l) __builtin_prefetch(wn + 16 * l, 0, 2);
         /* (a ragged last group repeats its first tile; those rows of M are never read) */
         for (size_t i = 0; i < MRT_DENSE_NP; ++i) pos[i] = (ptrdiff_t)(t + i < nt ? t + i : t);
-        /* (a call: the dense item's inlined copy is enough code) */
-        [[clang::noinline]] mrt_conv_dense_tile(kc, ve, p->kofs + k0, pos, ue + k0 * nc, me + t * nc, k0 > 0);
+        mrt_wino_tile(kc, ve, p->kofs + k0, pos, ue + k0 * nc, me + t * nc, k0 > 0);
       }
     }
   }
@@ -270,7 +283,7 @@ MRT_AVX512F static void mrt_wino_panel(const mrt_wino_job *jb, size_t pn, size_t
     size_t t = 0;
     for (; t + 16 <= nt; t += 16)
       for (size_t i = 0; i < nc; i += 16)
-        [[clang::noinline]] mrt_conv_dense_t16(o + t * nc + i, nc, z + i * vs + t, vs, bias + i, lo, hi);
+        mrt_wino_t16(o + t * nc + i, nc, z + i * vs + t, vs, bias + i, lo, hi);
     /* (the ragged end as scalars, kept a loop: vectorised, it is code for nothing) */
     _Pragma("clang loop vectorize(disable) interleave(disable)") for (size_t i = 0; i < nc && t < nt; ++i)
       _Pragma("clang loop vectorize(disable) interleave(disable) unroll(disable)") for (size_t r = t; r < nt; ++r) {
