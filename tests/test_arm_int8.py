@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from minibuild import ortref
 from test_android import qemu_for, qemu_runners
 
 ort = pytest.importorskip("onnxruntime")
@@ -80,7 +81,7 @@ def int8_model():
                                                [helper.make_tensor_value_info(o, types[o], None) for o in outs], inits),
                              opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)])
     full.ir_version = 8
-    refs = ort.InferenceSession(full.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    refs = ortref.reference_session(full).run(None, feeds)
     typed = [helper.make_tensor_value_info(o, helper.np_dtype_to_tensor_dtype(r.dtype), r.shape)
              for o, r in zip(outs, refs)]
     model = helper.make_model(helper.make_graph(nodes, "arm_int8", inputs, typed, inits),

@@ -24,6 +24,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from minibuild import ortref
 from test_android import build_runners, qemu_for, run_under_qemu
 
 ort = pytest.importorskip("onnxruntime")
@@ -70,7 +71,7 @@ class Graph:
             m.ir_version = 8
             return m
         probe = make([helper.make_tensor_value_info(o, NP[dtype], None) for o in outputs])
-        got = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"]).run(outputs, feeds)
+        got = ortref.reference_session(probe).run(outputs, feeds)
         return make([helper.make_tensor_value_info(o, NP[v.dtype.type], v.shape) for o, v in zip(outputs, got)])
 
 
@@ -175,7 +176,7 @@ def test_blocks_reach_the_int8_kernels(arm_build):
 @pytest.mark.parametrize("block", sorted(BLOCKS))
 def test_int8_ops_under_qemu_match_onnxruntime(arm_build, arch, block, tmp_path):
     models, feeds, mrt, runners, _ = arm_build
-    sess = ort.InferenceSession(str(models / f"{block}.onnx"), providers=["CPUExecutionProvider"])
+    sess = ortref.reference_session(models / f"{block}.onnx")
     refs = sess.run(None, feeds[block])
     names = [o.name for o in sess.get_outputs()]
     got = run_under_qemu(arch, runners[arch], mrt[block], [feeds[block][i.name] for i in sess.get_inputs()], tmp_path)

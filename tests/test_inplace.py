@@ -22,6 +22,7 @@ import pytest
 from onnx import helper
 
 from minibuild import convert, registry as registry_mod, toolchain
+from minibuild import ortref
 from models import activation_nodes, graph_model
 
 ort = pytest.importorskip("onnxruntime")
@@ -252,7 +253,7 @@ def test_in_place_blocks_match_onnxruntime(isa, name, monkeypatch):
     # Y took the residual's slot (one FusedConv with a residual), and the arena is no bigger
     assert [p.in_place for p in plans] == [1, 0]
     assert header_arena(data) <= header_arena(fresh)
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    want = ortref.reference_session(model).run(None, feeds)[0]
     outs = [run_minirt(data, feeds, t) for t in (1, 2, 4)]
     np.testing.assert_allclose(outs[0], want, rtol=1e-4, atol=1e-4)
     for o in outs[1:]:
@@ -309,7 +310,7 @@ def block_models(tmp_path_factory):
 
 
 def _reference(models: Path, name: str, feeds: dict) -> np.ndarray:
-    sess = ort.InferenceSession(str(models / f"{name}.onnx"), providers=["CPUExecutionProvider"])
+    sess = ortref.reference_session(models / f"{name}.onnx")
     return sess.run(None, feeds)[0]
 
 

@@ -21,6 +21,7 @@ import onnx
 import pytest
 
 import models
+from minibuild import ortref
 from minibuild import toolchain
 from minibuild.pipeline import Options, run_build
 
@@ -192,7 +193,7 @@ def test_quantised_cnn_matches_onnxruntime(float_models, tmp_path, name, form):
     i = qmodel.graph.input[0]
     shape = [d.dim_value for d in i.type.tensor_type.shape.dim]
     x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
-    ref = ort.InferenceSession(str(qpath), providers=["CPUExecutionProvider"]).run(None, {i.name: x})[0]
+    ref = ortref.reference_session(str(qpath)).run(None, {i.name: x})[0]
     res, got = _build_and_run(qpath, tmp_path, {i.name: x})
     step = _last_dq_scale(qmodel)
     dev = float(np.max(np.abs(got - ref))) / step

@@ -19,6 +19,7 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
+from minibuild import ortref
 ort = pytest.importorskip("onnxruntime")
 testing = pytest.importorskip("minibuild.testing")
 
@@ -47,7 +48,7 @@ def model_of(op, feeds, consts=None, inputs=None, outputs=("out",), opset=13, **
 
 def run_both(model, feeds):
     """(minirt's outputs, onnxruntime's), after typing the graph outputs from onnxruntime's run."""
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    want = ortref.reference_session(model).run(None, feeds)
     for vi, w in zip(model.graph.output, want):
         tt = vi.type.tensor_type
         tt.elem_type = helper.np_dtype_to_tensor_dtype(w.dtype)
@@ -254,9 +255,7 @@ def test_dynamic_quantized_bert_small_end_to_end(tmp_path_factory, artifacts_dir
     names = [o.name for o in sess.get_outputs()]
     got = sess.run(None, feeds)
     sess.close()
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    ref = ort.InferenceSession(str(qpath), so, providers=["CPUExecutionProvider"]).run(names, feeds)
+    ref = ortref.reference_session(qpath).run(names, feeds)
     results = ex.compare_outputs(names, got, ref)
     lines = [f"{r.name} {r.shape}: max abs err {r.max_abs_err:.3g}, range {r.range:.3g}, rel {r.rel:.3g}"
              for r in results]
@@ -299,6 +298,6 @@ def test_convinteger_int8_weights_per_filter_zero_points():
     xf = (x.astype(np.float32) - np.float32(zx))
     wf = (w.astype(np.float32) - zw.astype(np.float32).reshape(4, 1, 1, 1))
     ref_m = model_of("Conv", {"x": xf}, {"w": wf}, pads=[1, 1, 1, 1])
-    want = ort.InferenceSession(ref_m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": xf})[0]
+    want = ortref.reference_session(ref_m).run(None, {"x": xf})[0]
     # padding contributes x_zero_point - x_zero_point = 0, as the shifted float Conv's zeros
     np.testing.assert_array_equal(got, want.astype(np.int32))

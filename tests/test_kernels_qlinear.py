@@ -14,6 +14,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from minibuild import ortref
 from minibuild.testing import run_with_minirt
 
 ort = pytest.importorskip("onnxruntime")
@@ -42,7 +43,7 @@ def _model(op, inputs, consts, out_shape, out_type, domain="", **attrs):
 
 
 def _check(model, feeds):
-    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    ref = ortref.reference_session(model).run(None, feeds)[0]
     got = run_with_minirt(model, feeds)[0]
     assert got.shape == ref.shape and got.dtype == ref.dtype
     diff = np.abs(got.astype(np.int64) - ref.astype(np.int64)) if ref.dtype != np.float32 else np.abs(got - ref)
@@ -121,7 +122,7 @@ def test_qlinearconv_auto_pad_and_1d(isa, case):
               "ys": np.array(0.3, np.float32), "yz": _q((), np.uint8), "b": RNG.integers(-2000, 2000, m).astype(np.int32)}
     probe = _model("QLinearConv", {"x": x}, consts, None, TensorProto.UINT8, group=group,
                    _order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], **attrs)
-    out = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    out = ortref.reference_session(probe).run(None, {"x": x})[0]
     model = _model("QLinearConv", {"x": x}, consts, list(out.shape), TensorProto.UINT8, group=group,
                    _order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], **attrs)
     _check(model, {"x": x})
@@ -216,7 +217,7 @@ def test_qlinear_kernels_on_threads(isa):
 def _same_bytes_on_threads(cases, threads):
     """Each (model, feeds) on `threads` threads gives onnxruntime's bytes exactly."""
     for model, feeds in cases:
-        ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+        ref = ortref.reference_session(model).run(None, feeds)[0]
         got = run_with_minirt(model, feeds, threads=threads)[0]
         np.testing.assert_array_equal(got, ref)
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from minibuild import ortref
 from minibuild.testing import run_with_minirt
 
 ort = pytest.importorskip("onnxruntime")
@@ -37,7 +38,7 @@ def _model(op, inputs: dict, consts: dict, order: list, out_shape, out_type, **a
 
 
 def _check(model, feeds):
-    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    ref = ortref.reference_session(model).run(None, feeds)[0]
     got = run_with_minirt(model, feeds)[0]
     assert got.shape == ref.shape and got.dtype == ref.dtype, (got.shape, ref.shape)
     diff = np.abs(got.astype(np.int64) - ref.astype(np.int64))
@@ -97,7 +98,7 @@ def _pool(t, shape, out_type=None, **attrs):
     consts = {"xs": _scale(), "xz": _q((), t), "ys": _scale(0.005, 0.05), "yz": _q((), t)}
     model = _model("QLinearAveragePool", {"x": x}, consts, ["x", "xs", "xz", "ys", "yz"], None, NP[t], **attrs)
     # the output shape comes from onnxruntime, so a wrong shape function fails the comparison
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = ortref.reference_session(model)
     out = sess.run(None, {"x": x})[0].shape
     model.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", NP[t], out))
     return model, {"x": x}
@@ -164,7 +165,7 @@ def _qdq_model(op, n_in, in_params, out_params, t, shape, out_t=None, **attrs):
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     m.ir_version = 8
     feeds = {f"x{i}": _q(shape, t) for i in range(n_in)}
-    out = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0].shape
+    out = ortref.reference_session(m).run(None, feeds)[0].shape
     m.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", NP[out_t], out))
     return m, feeds
 
@@ -262,13 +263,13 @@ def test_dynamic_matmul_chain_fuses_and_matches(tmp_path, wt, per_channel, bias)
     originals = {o.split()[0] for _, o in g.origins[fused.name]}
     assert originals == {"DynamicQuantizeLinear", "MatMulInteger", "Cast", "Mul"} | ({"Add"} if bias else set())
     a = (RNG.standard_normal((2, 7, 48)) * 3).astype(np.float32)
-    ref = ort.InferenceSession(q.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"a": a})[0]
+    ref = ortref.reference_session(q).run(None, {"a": a})[0]
     got = run_with_minirt(q, {"a": a})[0]
     _close(got, ref)
     # onnxruntime running the fused operator itself, as minibuild wrote it
     m = g.to_model()
     m.ir_version = 8
-    ref2 = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"a": a})[0]
+    ref2 = ortref.reference_session(m).run(None, {"a": a})[0]
     _close(got, ref2)
 
 
@@ -284,5 +285,5 @@ def test_dynamic_quantize_matmul_node_from_a_model():
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)])
     m.ir_version = 8
     for a in (-np.abs(RNG.standard_normal((3, 24))).astype(np.float32), np.zeros((3, 24), np.float32)):
-        ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"a": a})[0]
+        ref = ortref.reference_session(m).run(None, {"a": a})[0]
         _close(run_with_minirt(m, {"a": a})[0], ref)
