@@ -26,7 +26,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import models
 from conftest import build
-from minibuild import build as build_mod, codegen, pipeline, resources, toolchain
+from minibuild import build as build_mod, codegen, ortref, pipeline, resources, toolchain
 
 RNG = np.random.default_rng(13)
 THREADS = (1, 2, 4)
@@ -342,28 +342,37 @@ import json, os, sys, time
 import numpy as np
 import minirt
 out, job = sys.argv[1], json.load(open(sys.argv[2]))
-def nthreads():
-    return len(os.listdir("/proc/self/task"))
-def left_after_close(base):
-    # pthread_join returns when the kernel clears the worker's tid, which is a
-    # moment before the exiting task leaves /proc/self/task: wait up to 2 s for
-    # that. A worker that was never joined (or never told to exit) stays listed.
-    deadline = time.monotonic() + 2.0
-    while nthreads() > base and time.monotonic() < deadline:
+def tasks():
+    return set(os.listdir("/proc/self/task"))
+def alive(tid):
+    # A task still listed but already dead (state Z or X) has been joined: the
+    # kernel unlists an exiting thread a moment after pthread_join returns.
+    try:
+        with open(f"/proc/self/task/{tid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+def left_after_close(workers):
+    # The session's own workers (the tasks that appeared while it ran), not a
+    # count of every thread in the process: a thread some library starts on its
+    # own is no worker of the session. Each must be gone within 10 s of close;
+    # one never joined (or never told to exit) stays alive.
+    deadline = time.monotonic() + 10.0
+    while any(alive(t) for t in workers) and time.monotonic() < deadline:
         time.sleep(0.001)
-    return nthreads() - base
+    return sorted(t for t in workers if alive(t))
 report = {}
 for name, threads in job["runs"]:
     feeds = dict(np.load(job["feeds"][name]))
     so = minirt.SessionOptions()
     so.intra_op_num_threads = threads
-    base = nthreads()
+    base = tasks()
     s = minirt.InferenceSession(os.path.join(job["models"], name + ".mrt"), sess_options=so)
     for _ in range(2):
         got = s.run(None, feeds)
-    during = nthreads() - base
+    workers = tasks() - base
     s.close()
-    report[f"{name}/{threads}"] = {"workers": during, "after_close": left_after_close(base)}
+    report[f"{name}/{threads}"] = {"workers": len(workers), "after_close": left_after_close(workers)}
     np.savez(os.path.join(out, f"{name}_{threads}.npz"), *got)
 json.dump(report, open(os.path.join(out, "report.json"), "w"))
 """
@@ -408,11 +417,9 @@ def threaded_runs(threaded, thread_models, tmp_path_factory):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_outputs_match_across_thread_counts_and_onnxruntime(threaded_runs, thread_models, name):
-    import onnxruntime as ort
     work, _ = threaded_runs
     feeds = _feeds_for(onnx.load(str(thread_models / f"{name}.onnx")))
-    ref = ort.InferenceSession(str(thread_models / f"{name}.onnx"),
-                               providers=["CPUExecutionProvider"]).run(None, feeds)
+    ref = ortref.reference_session(thread_models / f"{name}.onnx").run(None, feeds)
     one = _outputs(work, name, 1)
     for t in THREADS:
         got = _outputs(work, name, t)
@@ -428,7 +435,7 @@ def test_workers_start_per_session_and_are_joined(threaded_runs):
     for name in NAMES:
         assert report[f"{name}/1"]["workers"] == 0, report  # the default: the caller's thread only
         for t in THREADS:
-            assert report[f"{name}/{t}"]["after_close"] == 0, report  # joined at destroy
+            assert report[f"{name}/{t}"]["after_close"] == [], (name, t, report)  # joined at destroy
     # Big enough to split: N - 1 workers, started at the first parallel loop.
     for t in (2, 4):
         assert report[f"mobilenet_v2/{t}"]["workers"] == t - 1, report
