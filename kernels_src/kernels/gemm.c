@@ -137,6 +137,67 @@ MRT_SGEMM_TILE(mrt_sgemm_kernel_6x16__avx2, __attribute__((target("avx2,fma"))),
 MRT_SGEMM_TILE(mrt_sgemm_kernel_1x16__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8, 1, 2, 6, 16)
 MRT_SGEMM_TILE(mrt_sgemm_kernel_6x8__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8, 6, 1, 6, 16)
 MRT_SGEMM_TILE(mrt_sgemm_kernel_6x4__avx2, __attribute__((target("avx2,fma"))), mrt_v4f, 4, 6, 1, 6, 16)
+#if MRT_SGEMM_AVX512
+/* The 6 x 16 tile reading B in place, rows args->ldb floats apart, with each
+ * row's line 8 k steps ahead prefetched (two: a row of a 14 x 14 plane starts
+ * mid-line); desktop x86_64 builds, like the AVX-512 one (mrt_sgemm_range). */
+#undef MRT_SGEMM_PF
+#define MRT_SGEMM_PF(a, b, AS, BS)                                                              \
+  do {                                                                                          \
+    __builtin_prefetch((b) + 8 * (BS), 0, 3);                                                   \
+    __builtin_prefetch((b) + 8 * (BS) + 15, 0, 3);                                              \
+  } while (0)
+MRT_SGEMM_TILE(mrt_sgemm_kernel_6x16b__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8, 6, 2, 6, args->ldb)
+#undef MRT_SGEMM_PF
+#define MRT_SGEMM_PF(a, b, AS, BS)
+/* The last one or two columns of a B panel (N = 49 for a 7 x 7 image is
+ * 3 x 16 + 1): the six rows of an A panel are one ymm vector per k step (its
+ * two top lanes read the next step's rows and are never stored), so a column
+ * costs one FMA per k where the 6 x 4 tile spends six; k is unrolled by four
+ * for independent chains. The last step loads its six rows alone: the panel
+ * may end the buffer. Writes two columns (the caller's edge buffer). */
+__attribute__((target("avx2,fma"))) static void mrt_sgemm_kernel_6x2__avx2(size_t kc, const float *MRT_RESTRICT a,
+                                                                       const float *MRT_RESTRICT b,
+                                                                       float *MRT_RESTRICT c, size_t ldc,
+                                                                       const mrt_sgemm_tile_args *args) {
+  mrt_v8f acc[2][4];
+  _Pragma("clang loop unroll(full)") for (int j = 0; j < 2; ++j)
+    _Pragma("clang loop unroll(full)") for (int u = 0; u < 4; ++u) acc[j][u] = (mrt_v8f){0};
+  size_t q = 0;
+  for (; q + 5 <= kc; q += 4)
+    _Pragma("clang loop unroll(full)") for (int u = 0; u < 4; ++u) {
+      mrt_v8f av;
+      __builtin_memcpy(&av, a + (q + u) * 6, sizeof av);
+      _Pragma("clang loop unroll(full)") for (int j = 0; j < 2; ++j) acc[j][u] += av * b[(q + u) * 16 + j];
+    }
+  for (; q < kc; ++q) {
+    mrt_v8f av = (mrt_v8f){0};
+    __builtin_memcpy(&av, a + q * 6, (q + 1 < kc ? 8 : 6) * sizeof(float));
+    _Pragma("clang loop unroll(full)") for (int j = 0; j < 2; ++j) acc[j][0] += av * b[q * 16 + j];
+  }
+  for (int j = 0; j < 2; ++j) {
+    const mrt_v8f sum = (acc[j][0] + acc[j][1]) + (acc[j][2] + acc[j][3]);
+    float t[8];
+    __builtin_memcpy(t, &sum, sizeof t);
+    for (int r = 0; r < 6; ++r) {
+      float x = t[r];
+      if (args->accumulate) x += c[(size_t)r * ldc + j];
+      if (args->last) {
+        if (args->bias_row) x += args->bias_row[r];
+        if (args->bias_col) x += args->bias_col[j];
+        x = x < args->lo ? args->lo : x;
+        x = x > args->hi ? args->hi : x;
+        if (args->res) {
+          x += args->res[(size_t)r * ldc + j];
+          x = x < args->post_lo ? args->post_lo : x;
+          x = x > args->post_hi ? args->post_hi : x;
+        }
+      }
+      c[(size_t)r * ldc + j] = x;
+    }
+  }
+}
+#endif
 #undef MRT_SGEMM_RES_HERE
 #define MRT_SGEMM_RES_HERE 0
 #if MRT_SGEMM_AVX512
@@ -239,7 +300,13 @@ static const mrt_sgemm_kernel mrt_sgemm_sse = {6, 8, 120, 2048, mrt_sgemm_kernel
                                                {mrt_sgemm_kernel_6x4__sse, NULL}, {4, 0}};
 const mrt_sgemm_kernel mrt_sgemm_avx2 = {6, 16, 120, 2048, mrt_sgemm_kernel_6x16__avx2,
                                          mrt_sgemm_kernel_1x16__avx2,
+#if MRT_SGEMM_AVX512
+                                         {mrt_sgemm_kernel_6x2__avx2, mrt_sgemm_kernel_6x4__avx2,
+                                          mrt_sgemm_kernel_6x8__avx2},
+                                         {2, 4, 8}};
+#else
                                          {mrt_sgemm_kernel_6x4__avx2, mrt_sgemm_kernel_6x8__avx2}, {4, 8}};
+#endif
 
 #elif defined(__aarch64__)
 MRT_SGEMM_TILE(mrt_sgemm_kernel_8x8__neon, , mrt_v4f, 4, 8, 2, 8, 8)
@@ -320,8 +387,12 @@ const mrt_sgemm_kernel *mrt_sgemm_kernel_select(void) {
  * ResNet-50's 64 -> 256 on 56 x 56 no better). The same answer for the
  * thread split (mrt_sgemm_mt). */
 static int mrt_sgemm_b_in_place(const mrt_sgemm_kernel *kern, const mrt_sgemm_src *b, size_t m, size_t k) {
-  return kern == &mrt_sgemm_avx512 && !b->packed && !b->pack && b->cs == 1 && b->scale == 1.0f &&
-         m % kern->mr == 0 && (m <= 128 || (m <= 256 && k <= 48));
+  if (b->packed || b->pack || b->cs != 1 || b->scale != 1.0f) return 0;
+  if (kern == &mrt_sgemm_avx512) return m % kern->mr == 0 && (m <= 128 || (m <= 256 && k <= 48));
+  /* AVX2's 6 x 16 tile: C of fewer than 64 rows (MobileNetV2's projections
+   * to 16, 24 and 32 channels), the last, partial row panel through the
+   * edge buffer (mrt_sgemm_range). */
+  return kern == &mrt_sgemm_avx2 && m <= 128;
 }
 #endif
 static size_t mrt_round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
@@ -663,6 +734,29 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
             args.res = args.last ? rp : NULL;
 #endif
 #if MRT_SGEMM_AVX512
+            if (jr < bskip && kern == &mrt_sgemm_avx2) {
+              const float *bsrc = b->data + k0 * b->rs + j;
+              if (mm == mr) {
+                mrt_sgemm_kernel_6x16b__avx2(kcur, ap + ir * kcur, bsrc, cp, ldc, &args);
+                continue;
+              }
+              /* The partial row panel: the whole tile into the edge buffer
+               * (A's panel is zero past m), mm rows of it kept. */
+              if (args.bias_row) {
+                memcpy(tmp_row, args.bias_row, mm * sizeof(float));
+                memset(tmp_row + mm, 0, (mr - mm) * sizeof(float));
+                args.bias_row = tmp_row;
+              }
+              if (args.accumulate)
+                for (size_t r = 0; r < mm; ++r) memcpy(tmp_c + r * nr, cp + r * ldc, nr * sizeof(float));
+              if (args.res) {
+                for (size_t r = 0; r < mm; ++r) memcpy(tmp_res + r * nr, args.res + r * ldc, nr * sizeof(float));
+                args.res = tmp_res;
+              }
+              mrt_sgemm_kernel_6x16b__avx2(kcur, ap + ir * kcur, bsrc, tmp_c, nr, &args);
+              for (size_t r = 0; r < mm; ++r) memcpy(cp + r * ldc, tmp_c + r * nr, nr * sizeof(float));
+              continue;
+            }
             if (jr < bskip) {
               (rows_first && kcur <= 48 ? mrt_sgemm_kernel_8x48bn__avx512 : mrt_sgemm_kernel_8x48b__avx512)(
                   kcur, ap + ir * kcur, b->data + k0 * b->rs + j, cp, ldc, &args);
@@ -882,7 +976,7 @@ void mrt_sgemm_mt(mrt_pool *pool, const mrt_sgemm_kernel *kern, size_t m, size_t
    * through the Python binding, 8 alternated rounds, 3.21-3.66 ms (mean
    * 3.49) against 3.22-3.64 (3.44): within the noise. */
 #if MRT_SGEMM_AVX512
-  const int few = a->packed && mrt_sgemm_b_in_place(kern, b, m, k) && (n + kern->nr - 1) / kern->nr <= 4 * threads;
+  const int few = kern == &mrt_sgemm_avx512 && a->packed && mrt_sgemm_b_in_place(kern, b, m, k) && (n + kern->nr - 1) / kern->nr <= 4 * threads;
 #else
   const int few = 0;
 #endif
