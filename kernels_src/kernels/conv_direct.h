@@ -166,7 +166,15 @@ typedef void (*mrt_stem_rows_fn)(const mrt_stem_job *j, size_t item, float *buf)
   }
 
 MRT_STEM_KERNEL(mrt_conv_stem__avx512, __attribute__((target("avx512f,avx2,fma"))), mrt_v16f, 16, 8, 3)
-MRT_STEM_KERNEL(mrt_conv_stem__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8, 4, 3)
+/* AVX2 has 16 ymm registers and no broadcast operand in its FMAs: 4 x 3
+ * accumulators with 3 input vectors and a broadcast weight took all 16, and
+ * clang kept one accumulator on the stack, a store-to-load chain through
+ * every tap that halved the FMA rate. 4 x 2 leaves registers to spare
+ * (AMD EPYC, one thread, one-node models: ResNet-50's 7x7 3 -> 64 stride 2
+ * 5.56 -> 2.61 ms, onnxruntime 2.77; MobileNetV2's 3x3 3 -> 32 stride 2
+ * 522 -> 298 us, onnxruntime 372; 6 x 2 measured the same on the first and
+ * 347 us on the second, whose 32 channels are 5 groups of 6 and a ragged one). */
+MRT_STEM_KERNEL(mrt_conv_stem__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8, 4, 2)
 
 typedef struct mrt_stem_task_arg {
   const mrt_stem_job *job;
