@@ -775,7 +775,8 @@ static mrt_status mrt_conv_prepare_paths(mrt_node *node, mrt_ctx *ctx, const mrt
     if (mrt_conv_wino_pays(p, w->is_constant && w->data != NULL)) {
       if ((st = mrt_conv_wino_prepare(ctx, p, (const float *)w->data)) != MRT_STATUS_OK) return st;
       p->pad_off = mrt_round_up(mrt_ctx_threads(ctx) * mrt_wino_thread_bytes(p), 64);
-      mrt_conv_request_scratch(ctx, p, p->pad_off + p->pad_floats * sizeof(float));
+      /* (AVX2 reads the padded copy a vector of tiles at a time, up to 16 floats past its end) */
+      mrt_conv_request_scratch(ctx, p, p->pad_off + (p->pad_floats ? p->pad_floats + 32 : 0) * sizeof(float));
       return node->params = p, MRT_STATUS_OK;
     }
     if (mrt_conv_dense_pays(p, w->is_constant && w->data != NULL)) {

@@ -1,7 +1,9 @@
 /*
- * Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions on the AVX-512 kernel
- * (included by conv_core.c after conv_dense.h; desktop x86_64 speed builds
- * only, like it).
+ * Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions on the AVX-512 and AVX2
+ * kernels (included by conv_core.c after conv_dense.h; desktop x86_64 speed
+ * builds only, like it). The AVX2 path (mrt_wino_input__avx2,
+ * mrt_wino_panel__avx2 below) is the same with 16-channel panels, the dense
+ * path's 6 x 16 tiles and vectors of 8 tiles read from the padded copy.
  *
  * The dense path (conv_dense.h) runs ResNet's 3x3 layers near the FMA peak,
  * so the way past it is fewer multiply-adds: a 2x2 block of outputs (a tile)
@@ -47,8 +49,12 @@
  * slower than the dense path (each chunk streamed all 4 MB of the transformed
  * weights); one chunk there and the rest below brought it to 0.95 ms from the
  * dense path's 1.48, 64 channels on 56 x 56 to 0.90-0.94 from 1.54. perf on
- * what is left: the products 70-75 %, the input transform 10-25 %. Not done:
- * an AVX2 variant (the AVX2 cap keeps the dense path), the input transform's
+ * what is left: the products 70-75 %, the input transform 10-25 %. AVX2 (AMD
+ * EPYC, no AVX-512; one-node 3x3 + Relu, best of 30, 3 interleaved rounds,
+ * against its dense path): 64 channels on 56 x 56 2.77 -> 1.65 ms (onnxruntime
+ * about 2.5), 128 on 28 x 28 2.72 -> 1.55, 256 on 14 x 14 2.79 -> 1.97; at 2
+ * threads 1.92 -> 1.06-1.19 and 1.45-1.88 -> 0.91-1.10. Not done: the
+ * input transform's
  * vectors of 16 tiles are half empty on 7-tile rows (14 x 14), and a chunk of
  * 49 tiles runs 9 groups of 6 (10 % of the products on repeated tiles).
  */
@@ -63,7 +69,8 @@
  * no dilation, no groups, 2-D, planes of 196+ outputs. */
 MRT_PREPARE_CODE
 static int mrt_conv_wino_pays(const mrt_conv_params *p, int w_const) {
-  return w_const && p->kern == &mrt_sgemm_avx512 && p->m % MRT_DENSE_NC == 0 && p->group == 1 && p->c_in >= 16 &&
+  const size_t nc = p->kern == &mrt_sgemm_avx512 ? MRT_DENSE_NC : p->kern == &mrt_sgemm_avx2 ? MRT_DENSE_NC2 : 0;
+  return w_const && nc && p->m % nc == 0 && p->group == 1 && p->c_in >= 16 &&
          p->k[0] == 1 && p->k[1] == 3 && p->k[2] == 3 && p->in[0] == 1 && p->out[0] == 1 && p->s[1] == 1 && p->s[2] == 1 &&
          p->d[1] == 1 && p->d[2] == 1 && p->out_pix >= MRT_WINO_MINPIX && p->out[2] <= MRT_WINO_MAXW;
 }
@@ -77,7 +84,11 @@ static inline size_t mrt_wino_rows(const mrt_conv_params *p) {
   const size_t tw = mrt_wino_tw(p), r = mrt_min(MRT_WINO_TILES / tw, MRT_WINO_VBYTES / (16 * sizeof(float) * p->c_in * tw));
   return r < 1 ? 1 : r > mrt_wino_th(p) ? mrt_wino_th(p) : r;
 }
-static inline size_t mrt_wino_vs(const mrt_conv_params *p) { return mrt_round_up(mrt_wino_rows(p) * mrt_wino_tw(p), 16); }
+static inline size_t mrt_wino_vs(const mrt_conv_params *p) {
+  /* (AVX2 stores whole vectors of 8 tiles: up to 7 past the chunk's last tile) */
+  return p->dense_nc == MRT_DENSE_NC2 ? mrt_round_up(mrt_wino_rows(p) * mrt_wino_tw(p) + 7, 8)
+                                      : mrt_round_up(mrt_wino_rows(p) * mrt_wino_tw(p), 16);
+}
 /* A V_e's floats: a line more than its channels' rows, so that the 16 are not
  * a multiple of 4 KB apart (the input transform's 16 stores per vector of
  * tiles then fell in one L1 set). */
@@ -89,15 +100,15 @@ static inline size_t mrt_wino_ms(const mrt_conv_params *p) {
 /* Per-thread scratch: V [16][C_in][vs] (+ a line), M [16][ms][64] (+ a line), the outputs
  * [4][ms][64] and their channel rows [4][64][vs]. */
 static inline size_t mrt_wino_thread_bytes(const mrt_conv_params *p) {
-  const size_t vs = mrt_wino_vs(p), ms = mrt_wino_ms(p);
-  return (16 * mrt_wino_es(p) + 16 * (ms * MRT_DENSE_NC + 16) + 4 * ms * MRT_DENSE_NC + 4 * MRT_DENSE_NC * vs) * sizeof(float);
+  const size_t vs = mrt_wino_vs(p), ms = mrt_wino_ms(p), nc = p->dense_nc;
+  return (16 * mrt_wino_es(p) + 16 * (ms * nc + 16) + 4 * ms * nc + 4 * nc * vs) * sizeof(float);
 }
 
 /* U = G g G^T of every (output, input) channel pair, as 16 matrices a panel:
  * [panel][e][C_in][64]; the tiles' channel offsets in V (kofs). */
 MRT_PREPARE_CODE
 static mrt_status mrt_conv_wino_prepare(mrt_ctx *ctx, mrt_conv_params *p, const float *w) {
-  const size_t c_in = p->c_in, nc = MRT_DENSE_NC;
+  const size_t c_in = p->c_in, nc = p->kern == &mrt_sgemm_avx512 ? MRT_DENSE_NC : MRT_DENSE_NC2;
   if ((uint64_t)p->c_out * c_in * 16 > SIZE_MAX / sizeof(float) - 64)
     return MRT_STATUS_OUT_OF_MEMORY;
   float *u = (float *)mrt_ctx_alloc(ctx, p->c_out * c_in * 16 * sizeof(float) + 64);
@@ -125,8 +136,13 @@ static mrt_status mrt_conv_wino_prepare(mrt_ctx *ctx, mrt_conv_params *p, const 
   p->dense_w = u;
   p->dense_nc = nc;
   p->wino = 1;
-  p->pad_copy = 0; /* the input transform reads the input itself */
-  p->pad_floats = 0;
+  if (nc == MRT_DENSE_NC) { /* AVX-512: the input transform reads the input itself */
+    p->pad_copy = 0;
+    p->pad_floats = 0;
+  } else { /* AVX2 (no masked loads worth having): the padded copy, made even without pads */
+    p->pad_copy = 1;
+    p->pad_floats = p->xp[0] * p->xp[1] * p->xp[2] * c_in;
+  }
   const size_t vs = mrt_wino_vs(p);
   for (size_t q = 0; q < c_in; ++q) p->kofs[q] = q * vs;
   return MRT_STATUS_OK;
@@ -318,18 +334,172 @@ MRT_AVX512F static void mrt_wino_panel(const mrt_wino_job *jb, size_t pn, size_t
   }
 }
 
+/* The AVX2 kernel's path: the same transforms on vectors of 8 tiles or 8
+ * channels, 16-channel panels and the dense path's 6 x 16 tiles. Without
+ * masked moves worth having (vmaskmovps stores are slow on AMD), the input
+ * transform reads the zero-padded copy conv_core.c makes (xp: planes of
+ * xp[1] x xp[2]), a window row at column 2 tx, whole vectors: tiles past a
+ * row's end read up to 16 floats past it (the copy has that slack) and are
+ * stored into the next tile row's slots, which that row overwrites, or into
+ * V's slack after the chunk's last one; the products never read them. Window
+ * rows past the copy's last (an odd output height) read a row of zeros. */
+#define MRT_AVX2_FMA __attribute__((target("avx2,fma")))
+MRT_AVX2_FMA static void mrt_wino_input__avx2(const mrt_conv_params *p, const float *xp, size_t ty0, size_t ty1,
+                                              float *MRT_RESTRICT v) {
+  const size_t tw = mrt_wino_tw(p), vs = mrt_wino_vs(p), cs = mrt_wino_es(p);
+  const size_t XW = p->xp[2], XH = p->xp[1], plane = XW * XH;
+  float zrow[2 * MRT_WINO_MAXW + 32];
+  __builtin_memset(zrow, 0, (2 * mrt_round_up(tw, 8) + 24) * sizeof(float));
+  for (size_t c = 0; c < p->c_in; ++c) {
+    for (size_t ty = ty0; ty < ty1; ++ty) {
+      const float *xr[4];
+      for (int k = 0; k < 4; ++k) xr[k] = 2 * ty + k < XH ? xp + c * plane + (2 * ty + k) * XW : zrow;
+      float *vr = v + c * vs + (ty - ty0) * tw;
+      for (size_t tx = 0; tx < tw; tx += 8) {
+        mrt_v8f d[4][4];
+        _Pragma("clang loop unroll(full)") for (int k = 0; k < 4; ++k) {
+          const float *s = xr[k] + 2 * tx;
+          mrt_v8f a, b1, a2, b2;
+          __builtin_memcpy(&a, s, sizeof a);
+          __builtin_memcpy(&b1, s + 8, sizeof b1);
+          __builtin_memcpy(&a2, s + 2, sizeof a2);
+          __builtin_memcpy(&b2, s + 10, sizeof b2);
+          d[k][0] = __builtin_shufflevector(a, b1, 0, 2, 4, 6, 8, 10, 12, 14);
+          d[k][1] = __builtin_shufflevector(a, b1, 1, 3, 5, 7, 9, 11, 13, 15);
+          d[k][2] = __builtin_shufflevector(a2, b2, 0, 2, 4, 6, 8, 10, 12, 14);
+          d[k][3] = __builtin_shufflevector(a2, b2, 1, 3, 5, 7, 9, 11, 13, 15);
+        }
+        mrt_v8f t[4][4];
+        _Pragma("clang loop unroll(full)") for (int j = 0; j < 4; ++j) {
+          t[0][j] = d[0][j] - d[2][j];
+          t[1][j] = d[1][j] + d[2][j];
+          t[2][j] = d[2][j] - d[1][j];
+          t[3][j] = d[1][j] - d[3][j];
+        }
+        _Pragma("clang loop unroll(full)") for (int i = 0; i < 4; ++i) {
+          float *o = vr + tx + (size_t)i * 4 * cs;
+          const mrt_v8f o0 = t[i][0] - t[i][2], o1 = t[i][1] + t[i][2], o2 = t[i][2] - t[i][1], o3 = t[i][1] - t[i][3];
+          __builtin_memcpy(o, &o0, sizeof o0);
+          __builtin_memcpy(o + cs, &o1, sizeof o1);
+          __builtin_memcpy(o + 2 * cs, &o2, sizeof o2);
+          __builtin_memcpy(o + 3 * cs, &o3, sizeof o3);
+        }
+      }
+    }
+  }
+}
+
+MRT_AVX2_FMA __attribute__((noinline)) static void mrt_wino_tile__avx2(size_t kc, const float *x, const size_t *kofs,
+                                                                      const ptrdiff_t *pos, const float *w, float *ct,
+                                                                      int acc_in) {
+  mrt_conv_dense_tile__avx2(kc, x, kofs, pos, w, ct, acc_in);
+}
+
+/* mrt_wino_panel on the AVX2 kernel: 16-channel panels. */
+MRT_AVX2_FMA static void mrt_wino_panel__avx2(const mrt_wino_job *jb, size_t pn, size_t ty0, size_t nty,
+                                              const float *MRT_RESTRICT v, float *MRT_RESTRICT mb,
+                                              float *MRT_RESTRICT ob, float *MRT_RESTRICT zb) {
+  const mrt_conv_params *p = jb->p;
+  const size_t nc = MRT_DENSE_NC2, c_in = p->c_in, tw = mrt_wino_tw(p), nt = nty * tw;
+  const size_t vs = mrt_wino_vs(p), ms = mrt_wino_ms(p);
+  ptrdiff_t pos[MRT_DENSE_NP];
+  const size_t groups = (nt + MRT_DENSE_NP - 1) / MRT_DENSE_NP;
+  const float *u = p->dense_w + pn * 16 * c_in * nc, *uend = p->dense_w + p->c_out * c_in * 16;
+  for (size_t e = 0; e < 16; ++e) {
+    const float *ue = u + e * c_in * nc, *ve = v + e * mrt_wino_es(p);
+    float *me = mb + e * (ms * nc + 16);
+    for (size_t k0 = 0; k0 < c_in; k0 += MRT_DENSE_KC) {
+      const size_t kc = mrt_min(MRT_DENSE_KC, c_in - k0);
+      const float *wn = ue + (k0 + kc) * nc;
+      const size_t wl = mrt_min(MRT_DENSE_KC * nc, (size_t)(uend - wn)) / 16, share = wl / groups + 1;
+      for (size_t t = 0, l = 0; t < nt; t += MRT_DENSE_NP) {
+        for (const size_t l1 = mrt_min(wl, l + share); l < l1; ++l) __builtin_prefetch(wn + 16 * l, 0, 2);
+        for (size_t i = 0; i < MRT_DENSE_NP; ++i) pos[i] = (ptrdiff_t)(t + i < nt ? t + i : t);
+        mrt_wino_tile__avx2(kc, ve, p->kofs + k0, pos, ue + k0 * nc, me + t * nc, k0 > 0);
+      }
+    }
+  }
+  /* A^T M A, 8 channels at a time. */
+  for (size_t t = 0; t < nt; ++t)
+    for (size_t c = 0; c < nc; c += 8) {
+      mrt_v8f m[16], sm[2][4];
+      _Pragma("clang loop unroll(full)") for (int e = 0; e < 16; ++e)
+        __builtin_memcpy(&m[e], mb + e * (ms * nc + 16) + t * nc + c, sizeof(mrt_v8f));
+      _Pragma("clang loop unroll(full)") for (int j = 0; j < 4; ++j) {
+        sm[0][j] = m[j] + m[4 + j] + m[8 + j];
+        sm[1][j] = m[4 + j] - m[8 + j] - m[12 + j];
+      }
+      _Pragma("clang loop unroll(full)") for (int a = 0; a < 2; ++a) {
+        const mrt_v8f y0 = sm[a][0] + sm[a][1] + sm[a][2], y1 = sm[a][1] - sm[a][2] - sm[a][3];
+        __builtin_memcpy(ob + ((2 * a) * ms + t) * nc + c, &y0, sizeof(mrt_v8f));
+        __builtin_memcpy(ob + ((2 * a + 1) * ms + t) * nc + c, &y1, sizeof(mrt_v8f));
+      }
+    }
+  /* Into channel rows zb[4][16][vs], with the bias and the clamp. */
+  const float lo = p->lo, hi = p->hi;
+  float bias[MRT_DENSE_NC2];
+  for (size_t i = 0; i < nc; ++i) bias[i] = jb->bias ? jb->bias[pn * nc + i] : 0.0f;
+  for (size_t q = 0; q < 4; ++q) {
+    const float *o = ob + q * ms * nc;
+    float *z = zb + q * nc * vs;
+    size_t t = 0;
+    for (; t + 8 <= nt; t += 8)
+      for (size_t i = 0; i < nc; i += 8) mrt_conv_dense_t8(o + t * nc + i, nc, z + i * vs + t, vs, bias + i, lo, hi);
+    _Pragma("clang loop vectorize(disable) interleave(disable)") for (size_t i = 0; i < nc && t < nt; ++i)
+      _Pragma("clang loop vectorize(disable) interleave(disable) unroll(disable)") for (size_t r = t; r < nt; ++r) {
+        const float a = o[r * nc + i] + bias[i], l = a < lo ? lo : a;
+        z[i * vs + r] = l > hi ? hi : l;
+      }
+  }
+  /* Each tile row's outputs a and b of an output row interleaved into it. */
+  const size_t ow = p->out[2], oh = p->out[1], pix = p->out_pix;
+  float *y = jb->y + pn * nc * pix;
+  for (size_t i = 0; i < nc; ++i)
+    for (size_t r = 0; r < nty; ++r)
+      for (size_t h = 0; h < 2 && 2 * (ty0 + r) + h < oh; ++h) {
+        const float *z0 = zb + (2 * h * nc + i) * vs + r * tw, *z1 = z0 + nc * vs;
+        float *yr = y + i * pix + (2 * (ty0 + r) + h) * ow;
+        size_t tx = 0;
+        for (; tx + 8 <= tw && 2 * tx + 16 <= ow; tx += 8) {
+          mrt_v8f a, b;
+          __builtin_memcpy(&a, z0 + tx, sizeof a);
+          __builtin_memcpy(&b, z1 + tx, sizeof b);
+          const mrt_v8f l8 = __builtin_shufflevector(a, b, 0, 8, 1, 9, 2, 10, 3, 11);
+          const mrt_v8f h8 = __builtin_shufflevector(a, b, 4, 12, 5, 13, 6, 14, 7, 15);
+          __builtin_memcpy(yr + 2 * tx, &l8, sizeof l8);
+          __builtin_memcpy(yr + 2 * tx + 8, &h8, sizeof h8);
+        }
+        _Pragma("clang loop vectorize(disable) interleave(disable) unroll(disable)") for (; tx < tw; ++tx) {
+          yr[2 * tx] = z0[tx];
+          if (2 * tx + 1 < ow) yr[2 * tx + 1] = z1[tx];
+        }
+      }
+  if (p->post.post) {
+    const size_t j0 = 2 * ty0 * ow, j1 = mrt_min(oh, 2 * (ty0 + nty)) * ow;
+    mrt_sgemm_epilogue ep = p->post;
+    ep.res = jb->res;
+    mrt_conv_post(&ep, pn * nc, j0, nc, j1 - j0, y + j0, pix);
+  }
+}
+#undef MRT_AVX2_FMA
+
 /* Item `item` = (chunk, run of panels), chunk-major: the chunk's V once, then
  * its panels. */
 static void mrt_wino_task(void *varg, size_t item, size_t thread) {
   const mrt_wino_job *jb = (const mrt_wino_job *)varg;
   const mrt_conv_params *p = jb->p;
   const size_t c = item / jb->groups, g = item % jb->groups, th = mrt_wino_th(p);
-  const size_t ty0 = c * th / jb->chunks, ty1 = (c + 1) * th / jb->chunks, panels = p->c_out / MRT_DENSE_NC;
+  const size_t ty0 = c * th / jb->chunks, ty1 = (c + 1) * th / jb->chunks, panels = p->c_out / p->dense_nc;
   const size_t pn0 = g * jb->per_group, pn1 = mrt_min(panels, pn0 + jb->per_group);
   if (ty1 <= ty0 || pn1 <= pn0) return;
-  const size_t ms = mrt_wino_ms(p), nc = MRT_DENSE_NC;
+  const size_t ms = mrt_wino_ms(p), nc = p->dense_nc;
   float *v = (float *)(jb->scratch + thread * mrt_wino_thread_bytes(p));
   float *mb = v + 16 * mrt_wino_es(p), *ob = mb + 16 * (ms * nc + 16), *zb = ob + 4 * ms * nc;
+  if (nc == MRT_DENSE_NC2) {
+    mrt_wino_input__avx2(p, jb->x, ty0, ty1, v);
+    for (size_t pn = pn0; pn < pn1; ++pn) mrt_wino_panel__avx2(jb, pn, ty0, ty1 - ty0, v, mb, ob, zb);
+    return;
+  }
   mrt_wino_input(p, jb->x, ty0, ty1, v);
   for (size_t pn = pn0; pn < pn1; ++pn) mrt_wino_panel(jb, pn, ty0, ty1 - ty0, v, mb, ob, zb);
 }
@@ -340,7 +510,7 @@ static void mrt_wino_task(void *varg, size_t item, size_t thread) {
  * in runs too (each run transforms the chunk's input again). */
 static void mrt_conv_wino_run(mrt_pool *pool, const mrt_conv_params *p, const float *x, const float *bias,
                               const float *res, float *y, void *scratch) {
-  const size_t th = mrt_wino_th(p), rows = mrt_wino_rows(p), panels = p->c_out / MRT_DENSE_NC;
+  const size_t th = mrt_wino_th(p), rows = mrt_wino_rows(p), panels = p->c_out / p->dense_nc;
   const size_t chunks = (th + rows - 1) / rows;
   const size_t tasks = mrt_pool_tasks(pool, p->c_out * p->out_pix * p->kdim, (size_t)1 << 17);
   size_t groups = 1;
