@@ -498,7 +498,26 @@ def run_model(model: str, threads: int, files: dict, args, scratch: Path) -> dic
             row["note"] = "own weights (Keras): timing only"
         res["engines"][name] = row
     res["not_run"] = notes
+    exact = exact_int8_reference(model, files.get("onnxruntime"))
+    if exact is not None:
+        # onnxruntime's own int8 output is not the exact one on this CPU: both engines
+        # against the exact result (onnxruntime on the model's uint8-weight copy)
+        for name in ("minirt", "onnxruntime"):
+            if name in res["engines"]:
+                got = np.load(scratch / f"{model}-{name}-{threads}.npy")
+                res["engines"][name]["vs_exact"] = compare(got, exact)
     return res
+
+
+def exact_int8_reference(model: str, onnx_path) -> np.ndarray | None:
+    """For an int8 model on a CPU where onnxruntime's uint8 x int8 GEMM saturates
+    (AVX2 without VNNI: minibuild/ortref.py), the exact output; else None."""
+    if not MODELS[model][2] or not isinstance(onnx_path, Path):
+        return None
+    from minibuild import ortref
+    if not ortref.u8s8_saturates():
+        return None
+    return np.asarray(ortref.reference_session(onnx_path).run(None, onnx_feeds(model))[0])
 
 
 def fmt_ms(x):
@@ -534,6 +553,14 @@ def table(results: list[dict], threads: int, engines: list[str]) -> str:
         lines += ["", "Max abs difference from onnxruntime's output on the same input: " + "; ".join(checks) + ". "
                   "(ExecuTorch's int8 model is quantised by its own quantizer from the same float weights, so "
                   "its difference includes a different quantisation.)"]
+    exact = [f"{r['model']}: onnxruntime {r['engines']['onnxruntime']['vs_exact']['max_abs']:.1e}, minirt "
+             f"{r['engines']['minirt']['vs_exact']['max_abs']:.1e}" for r in rows
+             if "vs_exact" in r["engines"].get("onnxruntime", {}) and "vs_exact" in r["engines"].get("minirt", {})]
+    if exact:
+        lines += ["", "On this CPU onnxruntime's uint8 x int8 GEMM saturates (AVX2 without VNNI: 16-bit pair sums "
+                  "of vpmaddubsw), so its int8 output is not the exact one and its int8 time is that of the "
+                  "overflowing arithmetic. Max abs difference from the exact output (onnxruntime on the model's "
+                  "uint8-weight copy, minibuild/ortref.py): " + "; ".join(exact) + "."]
     missing = {(r["model"], e): why for r in rows for e, why in r["not_run"].items()}
     if missing:
         lines += [""] + [f"- {m}, {e}: not run ({why})" for (m, e), why in sorted(missing.items())]
