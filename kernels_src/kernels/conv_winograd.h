@@ -243,17 +243,15 @@ MRT_AVX512F __attribute__((noinline)) static void mrt_wino_t16(const float *s, s
   mrt_conv_dense_t16(s, ss, d, ds, bias, lo, hi);
 }
 
-/* One panel of a chunk of nt tiles: the 16 products, A^T M A, the transposes
- * into channel rows with the bias and the clamp, and the rows into Y's
- * output rows [2 ty0, ...). */
-MRT_AVX512F static void mrt_wino_panel(const mrt_wino_job *jb, size_t pn, size_t ty0, size_t nty,
-                                       const float *MRT_RESTRICT v, float *MRT_RESTRICT mb,
-                                       float *MRT_RESTRICT ob, float *MRT_RESTRICT zb) {
-  const mrt_conv_params *p = jb->p;
-  const size_t nc = MRT_DENSE_NC, c_in = p->c_in, tw = mrt_wino_tw(p), nt = nty * tw;
-  const size_t vs = mrt_wino_vs(p), ms = mrt_wino_ms(p);
+typedef void (*mrt_wino_tile_fn)(size_t kc, const float *x, const size_t *kofs, const ptrdiff_t *pos,
+                                 const float *w, float *ct, int acc_in);
+
+/* The 16 products of panel pn for a chunk of nt tiles into M [16][ms][nc],
+ * on the family's dense tile (nc channels a panel). */
+static void mrt_wino_products(const mrt_conv_params *p, size_t pn, size_t nt, size_t nc, mrt_wino_tile_fn tile,
+                              const float *MRT_RESTRICT v, float *MRT_RESTRICT mb) {
+  const size_t c_in = p->c_in, ms = mrt_wino_ms(p), groups = (nt + MRT_DENSE_NP - 1) / MRT_DENSE_NP;
   ptrdiff_t pos[MRT_DENSE_NP];
-  const size_t groups = (nt + MRT_DENSE_NP - 1) / MRT_DENSE_NP;
   const float *u = p->dense_w + pn * 16 * c_in * nc, *uend = p->dense_w + p->c_out * c_in * 16;
   for (size_t e = 0; e < 16; ++e) {
     const float *ue = u + e * c_in * nc, *ve = v + e * mrt_wino_es(p);
@@ -269,26 +267,69 @@ MRT_AVX512F static void mrt_wino_panel(const mrt_wino_job *jb, size_t pn, size_t
         for (const size_t l1 = mrt_min(wl, l + share); l < l1; ++l) __builtin_prefetch(wn + 16 * l, 0, 2);
         /* (a ragged last group repeats its first tile; those rows of M are never read) */
         for (size_t i = 0; i < MRT_DENSE_NP; ++i) pos[i] = (ptrdiff_t)(t + i < nt ? t + i : t);
-        mrt_wino_tile(kc, ve, p->kofs + k0, pos, ue + k0 * nc, me + t * nc, k0 > 0);
+        tile(kc, ve, p->kofs + k0, pos, ue + k0 * nc, me + t * nc, k0 > 0);
       }
     }
   }
-  /* A^T M A, 16 channels at a time: the tile's 4 outputs into ob[4][ms][64]. */
-  for (size_t t = 0; t < nt; ++t)
-    for (size_t c = 0; c < nc; c += 16) {
-      mrt_v16f m[16], s[2][4];
-      _Pragma("clang loop unroll(full)") for (int e = 0; e < 16; ++e)
-        __builtin_memcpy(&m[e], mb + e * (ms * nc + 16) + t * nc + c, sizeof(mrt_v16f));
-      _Pragma("clang loop unroll(full)") for (int j = 0; j < 4; ++j) {
-        s[0][j] = m[j] + m[4 + j] + m[8 + j];
-        s[1][j] = m[4 + j] - m[8 + j] - m[12 + j];
-      }
-      _Pragma("clang loop unroll(full)") for (int a = 0; a < 2; ++a) {
-        const mrt_v16f y0 = s[a][0] + s[a][1] + s[a][2], y1 = s[a][1] - s[a][2] - s[a][3];
-        __builtin_memcpy(ob + ((2 * a) * ms + t) * nc + c, &y0, sizeof(mrt_v16f));
-        __builtin_memcpy(ob + ((2 * a + 1) * ms + t) * nc + c, &y1, sizeof(mrt_v16f));
-      }
+}
+
+/* Tiles [t, nt) of output q's channel rows (past the last whole transpose),
+ * with the bias and the clamp: scalars (vectorised, this is code for nothing). */
+static void mrt_wino_rows_tail(const float *o, size_t nc, size_t t, size_t nt, const float *bias, float lo, float hi,
+                               float *z, size_t vs) {
+  _Pragma("clang loop vectorize(disable) interleave(disable)") for (size_t i = 0; i < nc && t < nt; ++i)
+    _Pragma("clang loop vectorize(disable) interleave(disable) unroll(disable)") for (size_t r = t; r < nt; ++r) {
+      const float a = o[r * nc + i] + bias[i], l = a < lo ? lo : a;
+      z[i * vs + r] = l > hi ? hi : l;
     }
+}
+
+/* The post stage (residual, activation) on the output rows a chunk wrote. */
+static void mrt_wino_post(const mrt_wino_job *jb, size_t pn, size_t nc, size_t ty0, size_t nty) {
+  const mrt_conv_params *p = jb->p;
+  if (!p->post.post) return;
+  const size_t ow = p->out[2], oh = p->out[1];
+  const size_t j0 = 2 * ty0 * ow, j1 = mrt_min(oh, 2 * (ty0 + nty)) * ow;
+  mrt_sgemm_epilogue ep = p->post;
+  ep.res = jb->res;
+  mrt_conv_post(&ep, pn * nc, j0, nc, j1 - j0, jb->y + pn * nc * p->out_pix + j0, p->out_pix);
+}
+
+/* A^T M A of each of nt tiles, VL channels at a time: the tile's 4 outputs
+ * from M [16][ms][nc] (+ a line a product) into ob[4][ms][nc]. */
+#define MRT_WINO_OUTPUT(NAME, ATTR, VT, VL)                                                                    \
+  ATTR static void NAME(const float *MRT_RESTRICT mb, size_t nt, size_t ms, size_t nc, float *MRT_RESTRICT ob) { \
+    for (size_t t = 0; t < nt; ++t)                                                                           \
+      for (size_t c = 0; c < nc; c += (VL)) {                                                                 \
+        VT m[16], s[2][4];                                                                                    \
+        _Pragma("clang loop unroll(full)") for (int e = 0; e < 16; ++e)                                       \
+          __builtin_memcpy(&m[e], mb + e * (ms * nc + 16) + t * nc + c, sizeof(VT));                          \
+        _Pragma("clang loop unroll(full)") for (int j = 0; j < 4; ++j) {                                      \
+          s[0][j] = m[j] + m[4 + j] + m[8 + j];                                                               \
+          s[1][j] = m[4 + j] - m[8 + j] - m[12 + j];                                                          \
+        }                                                                                                     \
+        _Pragma("clang loop unroll(full)") for (int a = 0; a < 2; ++a) {                                      \
+          const VT y0 = s[a][0] + s[a][1] + s[a][2], y1 = s[a][1] - s[a][2] - s[a][3];                        \
+          __builtin_memcpy(ob + ((2 * a) * ms + t) * nc + c, &y0, sizeof(VT));                                \
+          __builtin_memcpy(ob + ((2 * a + 1) * ms + t) * nc + c, &y1, sizeof(VT));                            \
+        }                                                                                                     \
+      }                                                                                                       \
+  }
+MRT_WINO_OUTPUT(mrt_wino_output, MRT_AVX512F, mrt_v16f, 16)
+MRT_WINO_OUTPUT(mrt_wino_output__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8)
+#undef MRT_WINO_OUTPUT
+
+/* One panel of a chunk of nt tiles: the 16 products, A^T M A, the transposes
+ * into channel rows with the bias and the clamp, and the rows into Y's
+ * output rows [2 ty0, ...). */
+MRT_AVX512F static void mrt_wino_panel(const mrt_wino_job *jb, size_t pn, size_t ty0, size_t nty,
+                                       const float *MRT_RESTRICT v, float *MRT_RESTRICT mb,
+                                       float *MRT_RESTRICT ob, float *MRT_RESTRICT zb) {
+  const mrt_conv_params *p = jb->p;
+  const size_t nc = MRT_DENSE_NC, tw = mrt_wino_tw(p), nt = nty * tw;
+  const size_t vs = mrt_wino_vs(p), ms = mrt_wino_ms(p);
+  mrt_wino_products(p, pn, nt, nc, mrt_wino_tile, v, mb);
+  mrt_wino_output(mb, nt, ms, nc, ob);
   /* Into channel rows zb[4][64][vs], with the bias and the clamp. */
   const float lo = p->lo, hi = p->hi;
   float bias[MRT_DENSE_NC];
@@ -300,12 +341,7 @@ MRT_AVX512F static void mrt_wino_panel(const mrt_wino_job *jb, size_t pn, size_t
     for (; t + 16 <= nt; t += 16)
       for (size_t i = 0; i < nc; i += 16)
         mrt_wino_t16(o + t * nc + i, nc, z + i * vs + t, vs, bias + i, lo, hi);
-    /* (the ragged end as scalars, kept a loop: vectorised, it is code for nothing) */
-    _Pragma("clang loop vectorize(disable) interleave(disable)") for (size_t i = 0; i < nc && t < nt; ++i)
-      _Pragma("clang loop vectorize(disable) interleave(disable) unroll(disable)") for (size_t r = t; r < nt; ++r) {
-        const float a = o[r * nc + i] + bias[i], l = a < lo ? lo : a;
-        z[i * vs + r] = l > hi ? hi : l;
-      }
+    mrt_wino_rows_tail(o, nc, t, nt, bias, lo, hi, z, vs);
   }
   /* Each tile row's outputs a and b of an output row interleaved into it. */
   const size_t ow = p->out[2], oh = p->out[1], pix = p->out_pix;
@@ -326,12 +362,7 @@ MRT_AVX512F static void mrt_wino_panel(const mrt_wino_job *jb, size_t pn, size_t
                         n - 16);
         }
       }
-  if (p->post.post) {
-    const size_t j0 = 2 * ty0 * ow, j1 = mrt_min(oh, 2 * (ty0 + nty)) * ow;
-    mrt_sgemm_epilogue ep = p->post;
-    ep.res = jb->res;
-    mrt_conv_post(&ep, pn * nc, j0, nc, j1 - j0, y + j0, pix);
-  }
+  mrt_wino_post(jb, pn, nc, ty0, nty);
 }
 
 /* The AVX2 kernel's path: the same transforms on vectors of 8 tiles or 8
@@ -400,41 +431,10 @@ MRT_AVX2_FMA static void mrt_wino_panel__avx2(const mrt_wino_job *jb, size_t pn,
                                               const float *MRT_RESTRICT v, float *MRT_RESTRICT mb,
                                               float *MRT_RESTRICT ob, float *MRT_RESTRICT zb) {
   const mrt_conv_params *p = jb->p;
-  const size_t nc = MRT_DENSE_NC2, c_in = p->c_in, tw = mrt_wino_tw(p), nt = nty * tw;
+  const size_t nc = MRT_DENSE_NC2, tw = mrt_wino_tw(p), nt = nty * tw;
   const size_t vs = mrt_wino_vs(p), ms = mrt_wino_ms(p);
-  ptrdiff_t pos[MRT_DENSE_NP];
-  const size_t groups = (nt + MRT_DENSE_NP - 1) / MRT_DENSE_NP;
-  const float *u = p->dense_w + pn * 16 * c_in * nc, *uend = p->dense_w + p->c_out * c_in * 16;
-  for (size_t e = 0; e < 16; ++e) {
-    const float *ue = u + e * c_in * nc, *ve = v + e * mrt_wino_es(p);
-    float *me = mb + e * (ms * nc + 16);
-    for (size_t k0 = 0; k0 < c_in; k0 += MRT_DENSE_KC) {
-      const size_t kc = mrt_min(MRT_DENSE_KC, c_in - k0);
-      const float *wn = ue + (k0 + kc) * nc;
-      const size_t wl = mrt_min(MRT_DENSE_KC * nc, (size_t)(uend - wn)) / 16, share = wl / groups + 1;
-      for (size_t t = 0, l = 0; t < nt; t += MRT_DENSE_NP) {
-        for (const size_t l1 = mrt_min(wl, l + share); l < l1; ++l) __builtin_prefetch(wn + 16 * l, 0, 2);
-        for (size_t i = 0; i < MRT_DENSE_NP; ++i) pos[i] = (ptrdiff_t)(t + i < nt ? t + i : t);
-        mrt_wino_tile__avx2(kc, ve, p->kofs + k0, pos, ue + k0 * nc, me + t * nc, k0 > 0);
-      }
-    }
-  }
-  /* A^T M A, 8 channels at a time. */
-  for (size_t t = 0; t < nt; ++t)
-    for (size_t c = 0; c < nc; c += 8) {
-      mrt_v8f m[16], sm[2][4];
-      _Pragma("clang loop unroll(full)") for (int e = 0; e < 16; ++e)
-        __builtin_memcpy(&m[e], mb + e * (ms * nc + 16) + t * nc + c, sizeof(mrt_v8f));
-      _Pragma("clang loop unroll(full)") for (int j = 0; j < 4; ++j) {
-        sm[0][j] = m[j] + m[4 + j] + m[8 + j];
-        sm[1][j] = m[4 + j] - m[8 + j] - m[12 + j];
-      }
-      _Pragma("clang loop unroll(full)") for (int a = 0; a < 2; ++a) {
-        const mrt_v8f y0 = sm[a][0] + sm[a][1] + sm[a][2], y1 = sm[a][1] - sm[a][2] - sm[a][3];
-        __builtin_memcpy(ob + ((2 * a) * ms + t) * nc + c, &y0, sizeof(mrt_v8f));
-        __builtin_memcpy(ob + ((2 * a + 1) * ms + t) * nc + c, &y1, sizeof(mrt_v8f));
-      }
-    }
+  mrt_wino_products(p, pn, nt, nc, mrt_wino_tile__avx2, v, mb);
+  mrt_wino_output__avx2(mb, nt, ms, nc, ob);
   /* Into channel rows zb[4][16][vs], with the bias and the clamp. */
   const float lo = p->lo, hi = p->hi;
   float bias[MRT_DENSE_NC2];
@@ -445,11 +445,7 @@ MRT_AVX2_FMA static void mrt_wino_panel__avx2(const mrt_wino_job *jb, size_t pn,
     size_t t = 0;
     for (; t + 8 <= nt; t += 8)
       for (size_t i = 0; i < nc; i += 8) mrt_conv_dense_t8(o + t * nc + i, nc, z + i * vs + t, vs, bias + i, lo, hi);
-    _Pragma("clang loop vectorize(disable) interleave(disable)") for (size_t i = 0; i < nc && t < nt; ++i)
-      _Pragma("clang loop vectorize(disable) interleave(disable) unroll(disable)") for (size_t r = t; r < nt; ++r) {
-        const float a = o[r * nc + i] + bias[i], l = a < lo ? lo : a;
-        z[i * vs + r] = l > hi ? hi : l;
-      }
+    mrt_wino_rows_tail(o, nc, t, nt, bias, lo, hi, z, vs);
   }
   /* Each tile row's outputs a and b of an output row interleaved into it. */
   const size_t ow = p->out[2], oh = p->out[1], pix = p->out_pix;
@@ -474,12 +470,7 @@ MRT_AVX2_FMA static void mrt_wino_panel__avx2(const mrt_wino_job *jb, size_t pn,
           if (2 * tx + 1 < ow) yr[2 * tx + 1] = z1[tx];
         }
       }
-  if (p->post.post) {
-    const size_t j0 = 2 * ty0 * ow, j1 = mrt_min(oh, 2 * (ty0 + nty)) * ow;
-    mrt_sgemm_epilogue ep = p->post;
-    ep.res = jb->res;
-    mrt_conv_post(&ep, pn * nc, j0, nc, j1 - j0, y + j0, pix);
-  }
+  mrt_wino_post(jb, pn, nc, ty0, nty);
 }
 #undef MRT_AVX2_FMA
 

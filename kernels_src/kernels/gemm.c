@@ -150,6 +150,27 @@ MRT_SGEMM_TILE(mrt_sgemm_kernel_6x4__avx2, __attribute__((target("avx2,fma"))), 
 MRT_SGEMM_TILE(mrt_sgemm_kernel_6x16b__avx2, __attribute__((target("avx2,fma"))), mrt_v8f, 8, 6, 2, 6, args->ldb)
 #undef MRT_SGEMM_PF
 #define MRT_SGEMM_PF(a, b, AS, BS)
+/* Column j of a narrow edge tile (mrt_sgemm_kernel_6x2__avx2, _8x2__avx512):
+ * its rows' sums t[0..rows) through the tiles' epilogue, one value at a time. */
+static void mrt_sgemm_col_store(const float *t, int rows, size_t j, float *MRT_RESTRICT c, size_t ldc,
+                                const mrt_sgemm_tile_args *args) {
+  for (int r = 0; r < rows; ++r) {
+    float x = t[r];
+    if (args->accumulate) x += c[(size_t)r * ldc + j];
+    if (args->last) {
+      if (args->bias_row) x += args->bias_row[r];
+      if (args->bias_col) x += args->bias_col[j];
+      x = x < args->lo ? args->lo : x;
+      x = x > args->hi ? args->hi : x;
+      if (args->res) {
+        x += args->res[(size_t)r * ldc + j];
+        x = x < args->post_lo ? args->post_lo : x;
+        x = x > args->post_hi ? args->post_hi : x;
+      }
+    }
+    c[(size_t)r * ldc + j] = x;
+  }
+}
 /* The last one or two columns of a B panel (N = 49 for a 7 x 7 image is
  * 3 x 16 + 1): the six rows of an A panel are one ymm vector per k step (its
  * two top lanes read the next step's rows and are never stored), so a column
@@ -179,22 +200,7 @@ __attribute__((target("avx2,fma"))) static void mrt_sgemm_kernel_6x2__avx2(size_
     const mrt_v8f sum = (acc[j][0] + acc[j][1]) + (acc[j][2] + acc[j][3]);
     float t[8];
     __builtin_memcpy(t, &sum, sizeof t);
-    for (int r = 0; r < 6; ++r) {
-      float x = t[r];
-      if (args->accumulate) x += c[(size_t)r * ldc + j];
-      if (args->last) {
-        if (args->bias_row) x += args->bias_row[r];
-        if (args->bias_col) x += args->bias_col[j];
-        x = x < args->lo ? args->lo : x;
-        x = x > args->hi ? args->hi : x;
-        if (args->res) {
-          x += args->res[(size_t)r * ldc + j];
-          x = x < args->post_lo ? args->post_lo : x;
-          x = x > args->post_hi ? args->post_hi : x;
-        }
-      }
-      c[(size_t)r * ldc + j] = x;
-    }
+    mrt_sgemm_col_store(t, 6, (size_t)j, c, ldc, args);
   }
 }
 #endif
@@ -269,22 +275,7 @@ MRT_AVX512 static void mrt_sgemm_kernel_8x2__avx512(size_t kc, const float *MRT_
     const mrt_v8f sum = (acc[j][0] + acc[j][1]) + (acc[j][2] + acc[j][3]);
     float t[8];
     __builtin_memcpy(t, &sum, sizeof t);
-    for (int r = 0; r < 8; ++r) {
-      float x = t[r];
-      if (args->accumulate) x += c[(size_t)r * ldc + j];
-      if (args->last) {
-        if (args->bias_row) x += args->bias_row[r];
-        if (args->bias_col) x += args->bias_col[j];
-        x = x < args->lo ? args->lo : x;
-        x = x > args->hi ? args->hi : x;
-        if (args->res) {
-          x += args->res[(size_t)r * ldc + j];
-          x = x < args->post_lo ? args->post_lo : x;
-          x = x > args->post_hi ? args->post_hi : x;
-        }
-      }
-      c[(size_t)r * ldc + j] = x;
-    }
+    mrt_sgemm_col_store(t, 8, (size_t)j, c, ldc, args);
   }
 }
 #undef MRT_SGEMM_RES_HERE
