@@ -677,8 +677,12 @@ static mrt_status mrt_conv_dwb_prepare(mrt_ctx *ctx, mrt_conv_params *p, const m
    * EfficientNet-B0, same run): AVX2's 8-float rows on 3x3 planes 28 or more
    * outputs wide (144 x 56 x 56: 218 against 273 us; 192 x 28 x 28: 82 against
    * 92). With 16 lanes (AVX-512) and 4 (SSE, NEON) the blocked path is as
-   * fast or faster on every layer of both (5x5 layers 1.5 - 3x faster). */
-  if (vl == 8 && p->k[1] == 3 && p->k[2] == 3 && OW >= 28) return MRT_STATUS_OK;
+   * fast or faster on every layer of both (5x5 layers 1.5 - 3x faster). At
+   * stride 2 the plane path's deinterleaving copy costs more than the blocked
+   * path's transposes (AMD EPYC, one-node 3x3 + Clip, best of 200, 3
+   * interleaved rounds: 144 x 56 x 56 154 -> 116 us, 2 threads 82 -> 60;
+   * 96 x 112 x 112 325 -> 301, 2 threads 169 -> 155): stride 1 only. */
+  if (vl == 8 && p->k[1] == 3 && p->k[2] == 3 && p->s[1] == 1 && OW >= 28) return MRT_STATUS_OK;
   /* In 64 bits: size_t is 32 on armv7 and x86. */
   const uint64_t iw = (uint64_t)(OW - 1) * p->s[2] + (uint64_t)(p->k[2] - 1) * p->d[2] + 1;
   const uint64_t halo = (uint64_t)(p->k[1] - 1) * p->d[1] + 1, row = iw * vl * sizeof(float);
