@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import datetime
+import functools
 import json
 import math
 import os
@@ -509,6 +510,7 @@ def run_model(model: str, threads: int, files: dict, args, scratch: Path) -> dic
     return res
 
 
+@functools.lru_cache(maxsize=None)  # one inference a model, not one a thread count
 def exact_int8_reference(model: str, onnx_path) -> np.ndarray | None:
     """For an int8 model on a CPU where onnxruntime's uint8 x int8 GEMM saturates
     (AVX2 without VNNI: minibuild/ortref.py), the exact output; else None."""

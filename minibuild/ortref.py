@@ -93,7 +93,7 @@ def to_uint8_weights(model: onnx.ModelProto) -> onnx.ModelProto:
             consumers.setdefault(name, []).append((n, i))
     made: dict[str, str] = {}
     before: dict[int, list] = {}  # node index -> nodes to insert before it
-    at = 0  # the index of the node being rewritten
+    at = 0  # the index of the node being rewritten (the loop below sets it)
 
     def new_init(name: str, value: np.ndarray) -> str:
         g.initializer.append(numpy_helper.from_array(value, name))
@@ -123,15 +123,14 @@ def to_uint8_weights(model: onnx.ModelProto) -> onnx.ModelProto:
         return key if key in inits else new_init(key, np.full(shape, 128, np.uint8))
 
     def is_int8(name: str) -> bool:
-        return bool(name) and (inits[name].data_type if name in inits else types.get(name)) == TensorProto.INT8
+        return bool(name) and types.get(name) == TensorProto.INT8
 
-    def uint8_activation(node, zp_index: int | None, x_index: int = 0) -> bool:
+    def uint8_activation(node, zp_index: int | None) -> bool:
+        """Whether NODE's activation (input 0) is uint8: its zero point's type, else its own."""
         if zp_index is None:
             return True
-        if zp_index < len(node.input) and node.input[zp_index]:
-            zp = node.input[zp_index]
-            return (inits[zp].data_type if zp in inits else types.get(zp)) == TensorProto.UINT8
-        return types.get(node.input[x_index]) == TensorProto.UINT8
+        has_zp = zp_index < len(node.input) and node.input[zp_index]
+        return types.get(node.input[zp_index] if has_zp else node.input[0]) == TensorProto.UINT8
 
     def shift_weight(node, w: int, wzp: int, scale: str | None):
         zp = node.input[wzp] if wzp < len(node.input) else ""

@@ -73,19 +73,26 @@
 /* Scratch bytes per thread: a chunk's partial sums. */
 #define MRT_DENSE_CT_BYTES (MRT_DENSE_JB * MRT_DENSE_NC * sizeof(float))
 
+/* Output channels a panel on the selected kernel's family, for the dense
+ * path and Winograd (0: the SSE kernel, which has neither). */
+MRT_PREPARE_CODE
+static size_t mrt_conv_dense_nc(const mrt_conv_params *p) {
+  return p->kern == &mrt_sgemm_avx512 ? MRT_DENSE_NC : p->kern == &mrt_sgemm_avx2 ? MRT_DENSE_NC2 : 0;
+}
+
 /* The dense path for this convolution? The AVX-512 or AVX2 kernel, weights
  * constant (packed at prepare), whole panels, enough input channels that the
  * broadcasts are not the work, at least one whole chunk of pixels. */
 MRT_PREPARE_CODE
 static int mrt_conv_dense_pays(const mrt_conv_params *p, int w_const) {
-  const size_t nc = p->kern == &mrt_sgemm_avx512 ? MRT_DENSE_NC : p->kern == &mrt_sgemm_avx2 ? MRT_DENSE_NC2 : 0;
+  const size_t nc = mrt_conv_dense_nc(p);
   return w_const && nc && p->m % nc == 0 && p->c_in / p->group >= 16 && p->k[0] == 1 && p->in[0] == 1 &&
          p->out_pix >= MRT_DENSE_MINPIX && p->kvol > 1;
 }
 
 MRT_PREPARE_CODE
 static mrt_status mrt_conv_dense_prepare(mrt_ctx *ctx, mrt_conv_params *p, const float *w) {
-  const size_t nc = p->kern == &mrt_sgemm_avx512 ? MRT_DENSE_NC : MRT_DENSE_NC2, panels = p->c_out / nc, kd = p->kdim;
+  const size_t nc = mrt_conv_dense_nc(p), panels = p->c_out / nc, kd = p->kdim;
   if ((uint64_t)p->c_out * kd > SIZE_MAX / sizeof(float) - 64) return MRT_STATUS_OUT_OF_MEMORY;
   float *dw = (float *)mrt_ctx_alloc(ctx, p->c_out * kd * sizeof(float) + 64);
   if (!dw) return MRT_STATUS_OUT_OF_MEMORY;

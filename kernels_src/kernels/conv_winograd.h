@@ -69,7 +69,7 @@
  * no dilation, no groups, 2-D, planes of 196+ outputs. */
 MRT_PREPARE_CODE
 static int mrt_conv_wino_pays(const mrt_conv_params *p, int w_const) {
-  const size_t nc = p->kern == &mrt_sgemm_avx512 ? MRT_DENSE_NC : p->kern == &mrt_sgemm_avx2 ? MRT_DENSE_NC2 : 0;
+  const size_t nc = mrt_conv_dense_nc(p);
   return w_const && nc && p->m % nc == 0 && p->group == 1 && p->c_in >= 16 &&
          p->k[0] == 1 && p->k[1] == 3 && p->k[2] == 3 && p->in[0] == 1 && p->out[0] == 1 && p->s[1] == 1 && p->s[2] == 1 &&
          p->d[1] == 1 && p->d[2] == 1 && p->out_pix >= MRT_WINO_MINPIX && p->out[2] <= MRT_WINO_MAXW;
@@ -108,7 +108,7 @@ static inline size_t mrt_wino_thread_bytes(const mrt_conv_params *p) {
  * [panel][e][C_in][64]; the tiles' channel offsets in V (kofs). */
 MRT_PREPARE_CODE
 static mrt_status mrt_conv_wino_prepare(mrt_ctx *ctx, mrt_conv_params *p, const float *w) {
-  const size_t c_in = p->c_in, nc = p->kern == &mrt_sgemm_avx512 ? MRT_DENSE_NC : MRT_DENSE_NC2;
+  const size_t c_in = p->c_in, nc = mrt_conv_dense_nc(p);
   if ((uint64_t)p->c_out * c_in * 16 > SIZE_MAX / sizeof(float) - 64)
     return MRT_STATUS_OUT_OF_MEMORY;
   float *u = (float *)mrt_ctx_alloc(ctx, p->c_out * c_in * 16 * sizeof(float) + 64);

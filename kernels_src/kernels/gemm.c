@@ -380,9 +380,9 @@ const mrt_sgemm_kernel *mrt_sgemm_kernel_select(void) {
 static int mrt_sgemm_b_in_place(const mrt_sgemm_kernel *kern, const mrt_sgemm_src *b, size_t m, size_t k) {
   if (b->packed || b->pack || b->cs != 1 || b->scale != 1.0f) return 0;
   if (kern == &mrt_sgemm_avx512) return m % kern->mr == 0 && (m <= 128 || (m <= 256 && k <= 48));
-  /* AVX2's 6 x 16 tile: C of fewer than 64 rows (MobileNetV2's projections
-   * to 16, 24 and 32 channels), the last, partial row panel through the
-   * edge buffer (mrt_sgemm_range). */
+  /* AVX2's 6 x 16 tile: C of up to 128 rows (taken below 64 rows, and with a
+   * residual: mrt_sgemm_range's direct_b; MobileNetV2's projections to 16, 24
+   * and 32 channels), the last, partial row panel through the edge buffer. */
   return kern == &mrt_sgemm_avx2 && m <= 128;
 }
 #endif
@@ -725,38 +725,24 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
             args.res = args.last ? rp : NULL;
 #endif
 #if MRT_SGEMM_AVX512
-            if (jr < bskip && kern == &mrt_sgemm_avx2) {
-              const float *bsrc = b->data + k0 * b->rs + j;
-              if (mm == mr) {
-                mrt_sgemm_kernel_6x16b__avx2(kcur, ap + ir * kcur, bsrc, cp, ldc, &args);
-                continue;
-              }
-              /* The partial row panel: the whole tile into the edge buffer
-               * (A's panel is zero past m), mm rows of it kept. */
-              if (args.bias_row) {
-                memcpy(tmp_row, args.bias_row, mm * sizeof(float));
-                memset(tmp_row + mm, 0, (mr - mm) * sizeof(float));
-                args.bias_row = tmp_row;
-              }
-              if (args.accumulate)
-                for (size_t r = 0; r < mm; ++r) memcpy(tmp_c + r * nr, cp + r * ldc, nr * sizeof(float));
-              if (args.res) {
-                for (size_t r = 0; r < mm; ++r) memcpy(tmp_res + r * nr, args.res + r * ldc, nr * sizeof(float));
-                args.res = tmp_res;
-              }
-              mrt_sgemm_kernel_6x16b__avx2(kcur, ap + ir * kcur, bsrc, tmp_c, nr, &args);
-              for (size_t r = 0; r < mm; ++r) memcpy(cp + r * ldc, tmp_c + r * nr, nr * sizeof(float));
-              continue;
-            }
-            if (jr < bskip) {
+            /* AVX2's tile reading B in place: whole tiles straight into C, the
+             * partial last row panel through the edge copy below (A's panel is
+             * zero past m). */
+            const int b_direct = jr < bskip && kern == &mrt_sgemm_avx2;
+            if (jr < bskip && !b_direct) {
               (rows_first && kcur <= 48 ? mrt_sgemm_kernel_8x48bn__avx512 : mrt_sgemm_kernel_8x48b__avx512)(
                   kcur, ap + ir * kcur, b->data + k0 * b->rs + j, cp, ldc, &args);
               continue;
             }
-#endif
+            const float *bt = b_direct ? b->data + k0 * b->rs + j : bp + (jr - bskip) * kcur;
+            const mrt_sgemm_tile_fn full = b_direct ? mrt_sgemm_kernel_6x16b__avx2 : kern->tile;
+#else
+            const int b_direct = 0;
             const float *bt = bp + (jr - bskip) * kcur;
+            const mrt_sgemm_tile_fn full = kern->tile;
+#endif
             if (mm == mr && nn == nr) {
-              kern->tile(kcur, ap + ir * kcur, bt, cp, ldc, &args);
+              full(kcur, ap + ir * kcur, bt, cp, ldc, &args);
               continue;
             }
             /* Edge tile. A partial column range goes through a local copy so
@@ -768,8 +754,8 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
               memset(tmp_col + nn, 0, (nr - nn) * sizeof(float));
               args.bias_col = tmp_col;
             }
-            if (mm * 3 > mr) {
-              mrt_sgemm_tile_fn tile = kern->tile;
+            if (mm * 3 > mr || b_direct) {
+              mrt_sgemm_tile_fn tile = full;
               for (int t = 0; t < MRT_SGEMM_NARROW; ++t)
                 if (kern->narrow[t] && nn <= kern->narrow_w[t]) {
                   tile = kern->narrow[t];
