@@ -57,10 +57,10 @@ typedef void (*mrt_qgemm_dw_fn)(size_t n, const uint8_t *MRT_RESTRICT x, int is_
 enum { MRT_QGEMM_I16 = 0, MRT_QGEMM_U8S8 = 1, MRT_QGEMM_AMX = 2, MRT_QGEMM_S8S8 = 3 }; /* S8S8: both int8 (sdot) */
 
 struct mrt_qgemm_requant;
-/* A full tile whose nr columns are nr consecutive outputs of each row, requantised
- * straight from the registers into y (rows i.., output column col). */
+/* A full tile requantised straight from the registers into y, ldy bytes a row (rows
+ * i.. of C; col: the first column's per-column bias and scale, when per column). */
 typedef void (*mrt_qgemm_tileq_fn)(size_t kq, const void *MRT_RESTRICT a, const void *MRT_RESTRICT b,
-                                   const struct mrt_qgemm_requant *rq, size_t i, size_t col);
+                                   const struct mrt_qgemm_requant *rq, size_t i, size_t col, uint8_t *y, size_t ldy);
 
 /* Requantisation of rows (see mrt_qgemm_requant_rows). */
 typedef void (*mrt_qgemm_rq_fn)(size_t rows, size_t n, const int32_t *MRT_RESTRICT acc, size_t lda,
@@ -115,27 +115,30 @@ static inline mrt_v4i mrt_madd_generic(mrt_v4i acc, mrt_v4i x, mrt_v4i y) {
  * stores go through memcpy: C rows need not be aligned, and no int16* is aliased
  * as a vector.
  */
+/* The sums of a tile into acc[MR][NV], a and b advanced past the kq groups. */
+#define MRT_QGEMM_SUMS(VT, VL, MR, NV, MADD)                                                      \
+  VT acc[MR][NV];                                                                               \
+  _Pragma("clang loop unroll(full)") for (int r = 0; r < MR; ++r)                               \
+    _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v) acc[r][v] = (VT){0};        \
+  for (size_t q = 0; q < kq; ++q) {                                                             \
+    VT bv[NV];                                                                                  \
+    _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v)                             \
+      __builtin_memcpy(&bv[v], b + 4 * v * VL, sizeof(VT));                                     \
+    _Pragma("clang loop unroll(full)") for (int r = 0; r < MR; ++r) {                           \
+      int32_t pr;                                                                               \
+      __builtin_memcpy(&pr, a + 4 * r, 4);                                                      \
+      const VT av = (VT){0} + pr;                                                               \
+      _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v) acc[r][v] =               \
+          MADD(acc[r][v], av, bv[v]);                                                           \
+    }                                                                                           \
+    a += 4 * MR;                                                                                \
+    b += 4 * NV * VL;                                                                           \
+  }
 #define MRT_QGEMM_TILE(NAME, ATTR, VT, VL, MR, NV, MADD, ZP)                                      \
   ATTR static void NAME(size_t kq, const void *MRT_RESTRICT av_, const void *MRT_RESTRICT bv_,   \
                         int32_t *MRT_RESTRICT c, size_t ldc, int accumulate) {                   \
     const uint8_t *a = av_, *b = bv_;                                                           \
-    VT acc[MR][NV];                                                                             \
-    _Pragma("clang loop unroll(full)") for (int r = 0; r < MR; ++r)                             \
-      _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v) acc[r][v] = (VT){0};      \
-    for (size_t q = 0; q < kq; ++q) {                                                           \
-      VT bv[NV];                                                                                \
-      _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v)                           \
-        __builtin_memcpy(&bv[v], b + 4 * v * VL, sizeof(VT));                                   \
-      _Pragma("clang loop unroll(full)") for (int r = 0; r < MR; ++r) {                         \
-        int32_t pr;                                                                             \
-        __builtin_memcpy(&pr, a + 4 * r, 4);                                                    \
-        const VT av = (VT){0} + pr;                                                             \
-        _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v) acc[r][v] =             \
-            MADD(acc[r][v], av, bv[v]);                                                         \
-      }                                                                                         \
-      a += 4 * MR;                                                                              \
-      b += 4 * NV * VL;                                                                         \
-    }                                                                                           \
+    MRT_QGEMM_SUMS(VT, VL, MR, NV, MADD)                                                        \
     VT colsum[NV], zb[NV];                                                                      \
     if (ZP)                                                                                     \
       _Pragma("clang loop unroll(full)") for (int v = 0; v < NV; ++v) {                         \
@@ -361,17 +364,22 @@ MRT_QDW(mrt_qgemm_dw32__avx512, __attribute__((target("avx512f,avx512bw"))), 32,
         MRT_QDW_IHI32, MRT_MADD_AVX512)
 /* A tile's requantisation, read once (y's bytes may alias rq, so the compiler
  * would reload its fields after every store). */
-typedef struct mrt_q_rq512 {
+typedef struct mrt_q_rqt {
   const int32_t *bias;
   const float *scale;
   int per_col;
   float flo, fhi;
   int32_t zp;
-} mrt_q_rq512;
+} mrt_q_rqt;
+
+static inline mrt_q_rqt mrt_q_rqt_of(const struct mrt_qgemm_requant *rq) {
+  const mrt_q_rqt q = {rq->bias, rq->scale, rq->per_col, (float)(rq->lo - rq->zp), (float)(rq->hi - rq->zp), rq->zp};
+  return q;
+}
 
 /* Requantises 16 int32 lanes (the bias added here) into 16 bytes at y. */
 __attribute__((target("avx512f,avx512bw"))) static inline void
-mrt_q_store16__avx512(mrt_v16i x, const mrt_q_rq512 *q, size_t row, size_t col, uint8_t *y) {
+mrt_q_store16__avx512(mrt_v16i x, const mrt_q_rqt *q, size_t row, size_t col, uint8_t *y) {
   typedef float vf __attribute__((vector_size(64)));
   typedef int32_t vi __attribute__((vector_size(64)));
   typedef uint32_t vu __attribute__((vector_size(64)));
@@ -389,6 +397,46 @@ mrt_q_store16__avx512(mrt_v16i x, const mrt_q_rq512 *q, size_t row, size_t col, 
   const vf v = __builtin_convertvector((vi)((vu)x + (vu)b), vf) * s;
   const vb o = __builtin_convertvector(MRT_QRQ_X86_512(v) + q->zp, vb);
   __builtin_memcpy(y, &o, 16);
+}
+
+/* Requantises two vectors of 8 int32 lanes (the bias added here), columns col ..
+ * col + 15 of row `row`, into 16 bytes at y. */
+__attribute__((target("avx2"))) static inline void mrt_q_store16__avx2(const mrt_v8i x[2], const mrt_q_rqt *q,
+                                                                       size_t row, size_t col, uint8_t *y) {
+  typedef float vf __attribute__((vector_size(32)));
+  typedef int32_t vi __attribute__((vector_size(32)));
+  typedef uint32_t vu __attribute__((vector_size(32)));
+  typedef uint8_t vb __attribute__((vector_size(16)));
+  const vf flo = (vf){0} + q->flo, fhi = (vf){0} + q->fhi;
+  vi o[2];
+  for (int v = 0; v < 2; ++v) {
+    mrt_v8i b;
+    vf s;
+    if (q->per_col) {
+      __builtin_memcpy(&b, q->bias + col + 8 * v, 32);
+      __builtin_memcpy(&s, q->scale + col + 8 * v, 32);
+    } else {
+      b = (mrt_v8i){0} + q->bias[row];
+      s = (vf){0} + q->scale[row];
+    }
+    const vf f = __builtin_convertvector((vi)((vu)x[v] + (vu)b), vf) * s;
+    o[v] = MRT_QRQ_X86_256(f) + q->zp;
+  }
+  const vb bytes = __builtin_convertvector(
+      __builtin_shufflevector(o[0], o[1], 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), vb);
+  __builtin_memcpy(y, &bytes, 16);
+}
+
+/* The AVX2 6 x 16 int16-pair tile, requantised in registers. */
+__attribute__((target("avx2"))) static void mrt_qgemm_6x16q__avx2(size_t kq, const void *MRT_RESTRICT av_,
+                                                                  const void *MRT_RESTRICT bv_,
+                                                                  const struct mrt_qgemm_requant *rq, size_t i,
+                                                                  size_t col, uint8_t *y, size_t ldy) {
+  const uint8_t *a = av_, *b = bv_;
+  MRT_QGEMM_SUMS(mrt_v8i, 8, 6, 2, MRT_MADD_AVX2)
+  const mrt_q_rqt q = mrt_q_rqt_of(rq);
+  _Pragma("clang loop unroll(full)") for (int r = 0; r < 6; ++r) mrt_q_store16__avx2(acc[r], &q, i + r, col,
+                                                                                     y + r * ldy);
 }
 
 /*
@@ -422,44 +470,22 @@ __attribute__((target("avx512f,avx512bw"))) static inline mrt_v16i mrt_q_zp512_a
   return acc - t + u;
 }
 
-static inline mrt_q_rq512 mrt_q_rq512_of(const struct mrt_qgemm_requant *rq) {
-  const mrt_q_rq512 q = {rq->bias, rq->scale, rq->per_col, (float)(rq->lo - rq->zp), (float)(rq->hi - rq->zp), rq->zp};
-  return q;
-}
-
 /* The 8 x 32 AVX512-VNNI tile, requantised in registers. */
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void
 mrt_qgemm_8x32q__avx512vnni(size_t kq, const void *MRT_RESTRICT av_, const void *MRT_RESTRICT bv_,
-                            const struct mrt_qgemm_requant *rq, size_t i, size_t col) {
+                            const struct mrt_qgemm_requant *rq, size_t i, size_t col, uint8_t *y, size_t ldy) {
   const uint8_t *a = av_, *b = bv_;
-  mrt_v16i acc[8][2];
-  _Pragma("clang loop unroll(full)") for (int r = 0; r < 8; ++r) acc[r][0] = acc[r][1] = (mrt_v16i){0};
-  for (size_t q = 0; q < kq; ++q) {
-    mrt_v16i bv[2];
-    __builtin_memcpy(&bv[0], b, 64);
-    __builtin_memcpy(&bv[1], b + 64, 64);
-    _Pragma("clang loop unroll(full)") for (int r = 0; r < 8; ++r) {
-      int32_t pr;
-      __builtin_memcpy(&pr, a + 4 * r, 4);
-      const mrt_v16i av = (mrt_v16i){0} + pr;
-      acc[r][0] = MRT_DOT_AVX512VNNI(acc[r][0], av, bv[0]);
-      acc[r][1] = MRT_DOT_AVX512VNNI(acc[r][1], av, bv[1]);
-    }
-    a += 32;
-    b += 128;
-  }
+  MRT_QGEMM_SUMS(mrt_v16i, 16, 8, 2, MRT_DOT_AVX512VNNI)
   mrt_q_zp512 z;
   mrt_q_zp512_load(&z, b);
-  const mrt_q_rq512 q = mrt_q_rq512_of(rq);
-  uint8_t *y0 = (uint8_t *)rq->y + i * rq->ldy + col;
-  const size_t ldy = rq->ldy;
+  const mrt_q_rqt q = mrt_q_rqt_of(rq);
   _Pragma("clang loop unroll(full)") for (int r = 0; r < 8; ++r) {
     int32_t za, ra;
     __builtin_memcpy(&za, a + 4 * r, 4);
     __builtin_memcpy(&ra, a + 32 + 4 * r, 4);
     for (int v = 0; v < 2; ++v)
       mrt_q_store16__avx512(mrt_q_zp512_apply(&z, acc[r][v], v, za, ra), &q, i + r, col + 16 * v,
-                            y0 + r * ldy + 16 * v);
+                            y + r * ldy + 16 * v);
   }
 }
 
@@ -534,16 +560,14 @@ mrt_qgemm_32x32__amx(size_t kq, const void *MRT_RESTRICT av_, const void *MRT_RE
 /* The same, requantised straight into y. */
 __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw"))) static void
 mrt_qgemm_32x32q__amx(size_t kq, const void *MRT_RESTRICT av_, const void *MRT_RESTRICT bv_,
-                      const struct mrt_qgemm_requant *rq, size_t i, size_t col) {
+                      const struct mrt_qgemm_requant *rq, size_t i, size_t col, uint8_t *y, size_t ldy) {
   const uint8_t *a = av_, *b = bv_;
   int32_t t[32 * 32];
   mrt_qgemm_amx_sums(kq, a, b, t);
   const uint8_t *at = a + kq * 4 * 32, *bt = b + kq * 4 * 32;
   mrt_q_zp512 z;
   mrt_q_zp512_load(&z, bt);
-  const mrt_q_rq512 q = mrt_q_rq512_of(rq);
-  uint8_t *y0 = (uint8_t *)rq->y + i * rq->ldy + col;
-  const size_t ldy = rq->ldy;
+  const mrt_q_rqt q = mrt_q_rqt_of(rq);
   for (int r = 0; r < 32; ++r) {
     int32_t za, ra;
     __builtin_memcpy(&za, at + 4 * r, 4);
@@ -551,7 +575,7 @@ mrt_qgemm_32x32q__amx(size_t kq, const void *MRT_RESTRICT av_, const void *MRT_R
     for (int v = 0; v < 2; ++v) {
       mrt_v16i x;
       __builtin_memcpy(&x, t + 32 * r + 16 * v, 64);
-      mrt_q_store16__avx512(mrt_q_zp512_apply(&z, x, v, za, ra), &q, i + r, col + 16 * v, y0 + r * ldy + 16 * v);
+      mrt_q_store16__avx512(mrt_q_zp512_apply(&z, x, v, za, ra), &q, i + r, col + 16 * v, y + r * ldy + 16 * v);
     }
   }
 }
@@ -567,7 +591,8 @@ static const mrt_qgemm_kernel mrt_qgemm_amx = {"amx", 32, 32, 96, MRT_QGEMM_AMX,
 static const mrt_qgemm_kernel mrt_qgemm_sse = {"sse", 6, 8, 96, MRT_QGEMM_I16, mrt_qgemm_6x8__sse, mrt_qgemm_dw8__sse,
                                                mrt_qgemm_rq8__sse};
 static const mrt_qgemm_kernel mrt_qgemm_avx2 = {"avx2", 6, 16, 96, MRT_QGEMM_I16, mrt_qgemm_6x16__avx2,
-                                                mrt_qgemm_dw16__avx2, mrt_qgemm_rq8__avx2};
+                                                mrt_qgemm_dw16__avx2, mrt_qgemm_rq8__avx2, NULL,
+                                                mrt_qgemm_6x16q__avx2};
 static const mrt_qgemm_kernel mrt_qgemm_avxvnni = {"avxvnni", 6, 16, 96, MRT_QGEMM_U8S8, mrt_qgemm_6x16__avxvnni,
                                                    mrt_qgemm_dw16__avx2, mrt_qgemm_rq8__avx2};
 static const mrt_qgemm_kernel mrt_qgemm_avx512vnni = {"avx512vnni", 8, 32, 96, MRT_QGEMM_U8S8,
@@ -996,7 +1021,6 @@ typedef int8_t mrt_v16sb __attribute__((vector_size(16)));
 typedef uint16_t mrt_v8uh __attribute__((vector_size(16)));
 typedef int16_t mrt_v16sh __attribute__((vector_size(32)));
 typedef int32_t mrt_v16si __attribute__((vector_size(64)));
-typedef int16_t mrt_v8sh __attribute__((vector_size(16)));
 
 /*
  * One B panel (columns j .. j + nw of w) from rows contiguous along j (B row-major,
@@ -1058,52 +1082,56 @@ static void mrt_qgemm_pack8_b_panel(size_t nk, size_t kq, size_t w, size_t j, si
   memcpy(panel + kq * 4 * w + w * 4, t1, w * 4);
 }
 
-static void mrt_qgemm_pack16_b_panel(size_t nk, size_t w, size_t j, size_t nw, const mrt_qgemm_src *src,
-                                     int16_t *MRT_RESTRICT panel) {
-  const size_t kq = (nk + 1) / 2;
-  int16_t zv[64];
-  uint8_t tmp[2][64];
-  MRT_ASSERT(w <= 64 && w % 8 == 0);
-  for (size_t c = 0; c < w; ++c) zv[c] = (int16_t)(c < nw && src->zero ? src->zero[src->zero_count == 1 ? 0 : j + c] : 0);
-  for (size_t q = 0; q < kq; ++q) {
-    const uint8_t *r[2];
-    int live[2];
-    for (int t = 0; t < 2; ++t) {
-      const size_t kk = 2 * q + t;
-      live[t] = kk < nk;
-      if (kk >= nk || nw < w) {
-        memset(tmp[t], 0, w);
-        if (kk < nk) memcpy(tmp[t], mrt_qgemm_row(src, kk, j), nw);
-        r[t] = tmp[t];
-      } else {
-        r[t] = mrt_qgemm_row(src, kk, j);
-      }
-    }
-    int16_t *o = panel + q * 2 * w;
-    for (size_t c = 0; c < w; c += 8) {
-      uint64_t b0, b1;
-      memcpy(&b0, r[0] + c, 8), memcpy(&b1, r[1] + c, 8);
-      mrt_v8sh z, x0, x1;
-      memcpy(&z, zv + c, 16);
-      if (src->is_signed) {
-        typedef int8_t v8sb __attribute__((vector_size(8)));
-        v8sb s0, s1;
-        memcpy(&s0, &b0, 8), memcpy(&s1, &b1, 8);
-        x0 = __builtin_convertvector(s0, mrt_v8sh), x1 = __builtin_convertvector(s1, mrt_v8sh);
-      } else {
-        typedef uint8_t v8b __attribute__((vector_size(8)));
-        v8b u0, u1;
-        memcpy(&u0, &b0, 8), memcpy(&u1, &b1, 8);
-        x0 = __builtin_convertvector(u0, mrt_v8sh), x1 = __builtin_convertvector(u1, mrt_v8sh);
-      }
-      x0 = live[0] ? x0 - z : (mrt_v8sh){0};
-      x1 = live[1] ? x1 - z : (mrt_v8sh){0};
-      const mrt_v8sh lo = __builtin_shufflevector(x0, x1, 0, 8, 1, 9, 2, 10, 3, 11);
-      const mrt_v8sh hi = __builtin_shufflevector(x0, x1, 4, 12, 5, 13, 6, 14, 7, 15);
-      memcpy(o + 2 * c, &lo, 16), memcpy(o + 2 * c + 8, &hi, 16);
-    }
+/* The int16 pairs' panel, VL columns a step (the pairs of two rows' VL values
+ * interleaved by ILO / IHI): 8 for every target, 16 for AVX2's panels. */
+#define MRT_QPACK16_B(NAME, ATTR, VL, ILO, IHI)                                                   \
+  ATTR static void NAME(size_t nk, size_t w, size_t j, size_t nw, const mrt_qgemm_src *src,      \
+                        int16_t *MRT_RESTRICT panel) {                                          \
+    typedef int16_t vh __attribute__((vector_size(2 * VL)));                                    \
+    typedef uint8_t vub __attribute__((vector_size(VL)));                                       \
+    typedef int8_t vsb __attribute__((vector_size(VL)));                                        \
+    const size_t kq = (nk + 1) / 2;                                                             \
+    int16_t zv[64];                                                                             \
+    uint8_t tmp[2][64];                                                                         \
+    MRT_ASSERT(w <= 64 && w % VL == 0);                                                         \
+    for (size_t c = 0; c < w; ++c)                                                              \
+      zv[c] = (int16_t)(c < nw && src->zero ? src->zero[src->zero_count == 1 ? 0 : j + c] : 0); \
+    for (size_t q = 0; q < kq; ++q) {                                                           \
+      const uint8_t *r[2];                                                                      \
+      int live[2];                                                                              \
+      for (int t = 0; t < 2; ++t) {                                                             \
+        const size_t kk = 2 * q + t;                                                            \
+        live[t] = kk < nk;                                                                      \
+        if (kk >= nk || nw < w) {                                                               \
+          memset(tmp[t], 0, w);                                                                 \
+          if (kk < nk) memcpy(tmp[t], mrt_qgemm_row(src, kk, j), nw);                           \
+          r[t] = tmp[t];                                                                        \
+        } else {                                                                                \
+          r[t] = mrt_qgemm_row(src, kk, j);                                                     \
+        }                                                                                       \
+      }                                                                                         \
+      int16_t *o = panel + q * 2 * w;                                                           \
+      for (size_t c = 0; c < w; c += VL) {                                                      \
+        vub u0, u1;                                                                             \
+        vh z, x0, x1;                                                                           \
+        memcpy(&u0, r[0] + c, VL), memcpy(&u1, r[1] + c, VL);                                   \
+        memcpy(&z, zv + c, sizeof z);                                                           \
+        if (src->is_signed) {                                                                   \
+          x0 = __builtin_convertvector((vsb)u0, vh), x1 = __builtin_convertvector((vsb)u1, vh); \
+        } else {                                                                                \
+          x0 = __builtin_convertvector(u0, vh), x1 = __builtin_convertvector(u1, vh);           \
+        }                                                                                       \
+        x0 = live[0] ? x0 - z : (vh){0};                                                        \
+        x1 = live[1] ? x1 - z : (vh){0};                                                        \
+        const vh lo = __builtin_shufflevector(x0, x1, ILO()), hi = __builtin_shufflevector(x0, x1, IHI()); \
+        memcpy(o + 2 * c, &lo, sizeof lo), memcpy(o + 2 * c + VL, &hi, sizeof hi);              \
+      }                                                                                         \
+    }                                                                                           \
   }
-}
+MRT_QPACK16_B(mrt_qgemm_pack16_b_panel, , 8, MRT_QDW_ILO8, MRT_QDW_IHI8)
+#if defined(__x86_64__)
+MRT_QPACK16_B(mrt_qgemm_pack16_b_panel__avx2, __attribute__((target("avx2"))), 16, MRT_QDW_ILO16, MRT_QDW_IHI16)
+#endif
 
 /* B's columns [j0, j1) (j0 a multiple of nr) into the packed panels from panel j0 / nr. */
 static void mrt_qgemm_pack_b_cols(const mrt_qgemm_kernel *kern, size_t j0, size_t j1, size_t k,
@@ -1115,6 +1143,10 @@ static void mrt_qgemm_pack_b_cols(const mrt_qgemm_kernel *kern, size_t j0, size_
       char *d = dst + j / nr * pb;
       if (kern->kind != MRT_QGEMM_I16)
         mrt_qgemm_pack8_b_panel(k, mrt_qgemm_kq(kern, k), nr, j, nw, src, (uint8_t *)d);
+#if defined(__x86_64__)
+      else if (nr == 16)
+        mrt_qgemm_pack16_b_panel__avx2(k, nr, j, nw, src, (int16_t *)d);
+#endif
       else
         mrt_qgemm_pack16_b_panel(k, nr, j, nw, src, (int16_t *)d);
     }
@@ -1160,6 +1192,23 @@ static void mrt_qgemm_store_q(const mrt_qgemm_kernel *kern, const mrt_qgemm_requ
   }
 }
 
+/* A tile's requantised bytes e (mw x nw, nw a row) at grid columns j.. of rows i..,
+ * the columns past each grid row's ow outputs dropped. */
+static void mrt_qgemm_scatter_q(const mrt_qgemm_requant *rq, size_t i, size_t j, size_t mw, size_t nw,
+                                const uint8_t *e) {
+  const size_t gw = rq->gw, ow = rq->ow;
+  for (size_t jj = j; jj < j + nw;) {
+    const size_t gy = jj / gw, gx = jj - gy * gw;
+    const size_t seg = gw - gx < j + nw - jj ? gw - gx : j + nw - jj;
+    if (gx < ow) {
+      const size_t len = seg < ow - gx ? seg : ow - gx;
+      uint8_t *y = (uint8_t *)rq->y + i * rq->ldy + gy * ow + gx;
+      for (size_t r = 0; r < mw; ++r) memcpy(y + r * rq->ldy, e + r * nw + (jj - j), len);
+    }
+    jj += seg;
+  }
+}
+
 /* Rows [i_lo, i_hi) x columns [j_lo, j_hi) of C from the packed operands. */
 static void mrt_qgemm_block(const mrt_qgemm_kernel *kern, size_t m, size_t n, size_t k, const char *pa,
                             const char *pb, const mrt_qgemm_src *b, char *sb, int accumulate,
@@ -1185,10 +1234,20 @@ static void mrt_qgemm_block(const mrt_qgemm_kernel *kern, size_t m, size_t n, si
         const size_t mw = m - i < mr ? m - i : mr;
         if (rq) {
           const size_t gy = j / rq->gw, gx = j - gy * rq->gw;
-          /* consecutive outputs: inside one grid row's kept part, or a grid with none dropped */
-          if (kern->tile_q && mw == mr && nw == nr && (gx + nr <= rq->ow || rq->gw == rq->ow)) {
-            kern->tile_q(kq, ap, bp, rq, i, gy * rq->ow + gx);
-            continue;
+          if (kern->tile_q && mw == mr && nw == nr) {
+            /* consecutive outputs (inside one grid row's kept part, or a grid with
+             * none dropped) straight into y; else, with one bias and scale per row,
+             * into a row of bytes that is then cut along the grid's rows */
+            if (gx + nr <= rq->ow || rq->gw == rq->ow) {
+              const size_t col = gy * rq->ow + gx;
+              kern->tile_q(kq, ap, bp, rq, i, col, (uint8_t *)rq->y + i * rq->ldy + col, rq->ldy);
+              continue;
+            }
+            if (!rq->per_col) {
+              kern->tile_q(kq, ap, bp, rq, i, 0, (uint8_t *)edge, nr);
+              mrt_qgemm_scatter_q(rq, i, j, mr, nr, (const uint8_t *)edge);
+              continue;
+            }
           }
           kern->tile(kq, ap, bp, edge, nr, 0);
           mrt_qgemm_store_q(kern, rq, i, j, mw, nw, edge, nr);
