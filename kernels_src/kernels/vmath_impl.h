@@ -149,31 +149,40 @@ MRT_VINLINE VF V(mrt_vsigmoid)(VF x) {
 }
 
 /*
- * exp(-x), bit for bit mrt_vexp(-x) with the negation folded in: x clamped to
- * [-89, 104], t = -x / ln2 rounded, s = x + n ln2 = -r, and the polynomial
- * in r evaluated in s with its odd coefficients negated (exact: rounding is
- * symmetric). SiLU's x / (1 + exp(-x)) then needs no |x|, no x * e and no
- * select: three vector operations less than through exp(-|x|) (AVX-512, in
- * L1: 0.231 -> 0.210 ns a float; the division bounds it).
+ * exp(-x), bit for bit mrt_vexp(-x) with the negation folded in: t = -x / ln2
+ * rounded, s = x + n ln2 = -r, and the polynomial in r evaluated in s with its
+ * odd coefficients negated (exact: rounding is symmetric). SiLU's x / (1 + exp(-x))
+ * then needs no |x|, no x * e and no select: three vector operations less than
+ * through exp(-|x|) (AVX-512, in L1: 0.231 -> 0.210 ns a float). Without
+ * MRT_VSCALEF, 2^n is one shift, not mrt_vexp's two halves: the bias 126 rides in
+ * the rounding constant, and 2 p (the coefficients doubled, exact) times 2^(n-1)
+ * rounds once as p 2^n does. x is clamped to [-89, 86], n to [-124, 128]: at
+ * n = 128 the shift gives +inf, as the true exp(89) is; past x = 86 the result is
+ * under 2^-124 and 1 + exp(-x) is 1 either way. Every float input gives SiLU the
+ * same bits as through the two halves (checked over all 2^32), for 7 vector
+ * operations less (AVX2, in L1: 0.53 -> 0.39 ns a float).
  */
 MRT_VINLINE VF V(mrt_vexp_negx)(VF x) {
+#ifdef MRT_VSCALEF
   const VF lo = VSPLAT(-89.0f), hi = VSPLAT(104.0f);
+  const float shifter = 12582912.0f, two = 1.0f;
+#else
+  const VF lo = VSPLAT(-89.0f), hi = VSPLAT(86.0f);
+  const float shifter = 12583038.0f, two = 2.0f; /* 1.5 * 2^23 + 126 */
+#endif
   const VF xl = V(mrt_vsel)(lo > x, lo, x);
   const VF xc = V(mrt_vsel)(hi < xl, hi, xl);
-  const float shifter = 12582912.0f;
   const VF t = xc * -1.44269504f + shifter;
   const VF nf = t - shifter;
   const VF s = (xc + nf * 0.693145751953125f) + nf * 1.428606765330187e-06f;
-  const VF p = 1.0f - s * (0.9999997019767761f -
-                           s * (0.4999915063381195f -
-                                s * (0.1666763573884964f - s * (0.04189793020486832f - s * 0.008290313184261322f))));
+  const VF p = two - s * (two * 0.9999997019767761f -
+                          s * (two * 0.4999915063381195f -
+                               s * (two * 0.1666763573884964f -
+                                    s * (two * 0.04189793020486832f - s * (two * 0.008290313184261322f)))));
 #ifdef MRT_VSCALEF
   return MRT_VSCALEF(p, nf);
 #else
-  const VI n = (VI)t - 0x4B400000;
-  const VI n1 = n >> 1, n2 = n - n1;
-  const VF s1 = (VF)((n1 + 127) << 23), s2 = (VF)((n2 + 127) << 23);
-  return p * s1 * s2;
+  return p * (VF)((VI)t << 23);
 #endif
 }
 
