@@ -632,22 +632,26 @@ static const mrt_qgemm_kernel mrt_qgemm_default = {"generic", 4, 4, 64, MRT_QGEM
 #if defined(__x86_64__)
 enum { MRT_QISA_SSE = 0, MRT_QISA_AVX2 = 1, MRT_QISA_AVXVNNI = 2, MRT_QISA_AVX512VNNI = 3, MRT_QISA_AMX = 4 };
 
-/* cpuid rather than __builtin_cpu_supports (needs runtime state Android builds
- * lack); AVX2 needs OS-saved ymm state (XCR0 bits 1-2). */
+/* The families this CPU runs, a bit each (1u << MRT_QISA_*): AVX-VNNI and AVX-512
+ * VNNI are separate features (AMD Zen 4 has the second only), so a cap does not
+ * imply the family under it. cpuid rather than __builtin_cpu_supports (needs
+ * runtime state Android builds lack); AVX2 needs OS-saved ymm state (XCR0 bits 1-2). */
 MRT_PREPARE_CODE
-static int mrt_qgemm_cpu_isa(void) {
-  unsigned a, b, c, d;
-  if (!__get_cpuid(1, &a, &b, &c, &d)) return MRT_QISA_SSE;
-  if (!(c & bit_AVX) || !(c & bit_OSXSAVE) || !(c & bit_FMA)) return MRT_QISA_SSE; /* FMA: QLinearAdd's AVX2 path */
+static unsigned mrt_qgemm_cpu_isas(void) {
+  unsigned a, b, c, d, isas = 1u << MRT_QISA_SSE;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return isas;
+  if (!(c & bit_AVX) || !(c & bit_OSXSAVE) || !(c & bit_FMA)) return isas; /* FMA: QLinearAdd's AVX2 path */
   unsigned xlo, xhi;
   __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
   (void)xhi;
-  if ((xlo & 6u) != 6u) return MRT_QISA_SSE;
-  if (__get_cpuid_max(0, 0) < 7) return MRT_QISA_SSE;
+  if ((xlo & 6u) != 6u) return isas;
+  if (__get_cpuid_max(0, 0) < 7) return isas;
   __cpuid_count(7, 0, a, b, c, d);
-  if (!(b & bit_AVX2)) return MRT_QISA_SSE;
+  if (!(b & bit_AVX2)) return isas;
+  isas |= 1u << MRT_QISA_AVX2;
   /* AVX-512 F + BW + VNNI (CPUID.(7,0):EBX[16], EBX[30], ECX[11]) with opmask and zmm state saved */
   if ((b & (1u << 16)) && (b & (1u << 30)) && (c & (1u << 11)) && (xlo & 0xe6u) == 0xe6u) {
+    isas |= 1u << MRT_QISA_AVX512VNNI;
 #if defined(__linux__)
     /* AMX-TILE + AMX-INT8 (CPUID.(7,0):EDX[24], [25]), tile state in XCR0 (bits 17-18),
      * and Linux's per-process permission for it: arch_prctl(ARCH_REQ_XCOMP_PERM,
@@ -655,13 +659,13 @@ static int mrt_qgemm_cpu_isa(void) {
     if ((d & (3u << 24)) == (3u << 24) && (xlo & (3u << 17)) == (3u << 17)) {
       long ret;
       __asm__ volatile("syscall" : "=a"(ret) : "0"(158L), "D"(0x1023L), "S"(18L) : "rcx", "r11", "memory");
-      if (ret == 0) return MRT_QISA_AMX;
+      if (ret == 0) isas |= 1u << MRT_QISA_AMX;
     }
 #endif
-    return MRT_QISA_AVX512VNNI;
   }
   __cpuid_count(7, 1, a, b, c, d);
-  return (a & (1u << 4)) ? MRT_QISA_AVXVNNI : MRT_QISA_AVX2; /* CPUID.(7,1):EAX[4] AVX-VNNI */
+  if (a & (1u << 4)) isas |= 1u << MRT_QISA_AVXVNNI; /* CPUID.(7,1):EAX[4] AVX-VNNI */
+  return isas;
 }
 #endif
 
@@ -690,12 +694,14 @@ static int mrt_qgemm_has_dotprod(void) {
 MRT_PREPARE_CODE
 const mrt_qgemm_kernel *mrt_qgemm_kernel_select(void) {
 #if defined(__x86_64__)
-  int isa = mrt_qgemm_cpu_isa();
   const char *cap = getenv("MINIRT_MAX_CPU_ISA");
+  int isa = MRT_QISA_AMX; /* the best family the CPU has at or below the cap */
   if (cap && strcmp(cap, "sse") == 0) isa = MRT_QISA_SSE;
-  if (cap && strcmp(cap, "avx2") == 0 && isa > MRT_QISA_AVX2) isa = MRT_QISA_AVX2;
-  if (cap && strcmp(cap, "avxvnni") == 0 && isa > MRT_QISA_AVXVNNI) isa = MRT_QISA_AVXVNNI;
-  if (cap && strcmp(cap, "avx512vnni") == 0 && isa > MRT_QISA_AVX512VNNI) isa = MRT_QISA_AVX512VNNI;
+  if (cap && strcmp(cap, "avx2") == 0) isa = MRT_QISA_AVX2;
+  if (cap && strcmp(cap, "avxvnni") == 0) isa = MRT_QISA_AVXVNNI;
+  if (cap && strcmp(cap, "avx512vnni") == 0) isa = MRT_QISA_AVX512VNNI;
+  const unsigned isas = mrt_qgemm_cpu_isas();
+  while (isa > MRT_QISA_SSE && !(isas & (1u << isa))) isa--;
   switch (isa) {
   case MRT_QISA_AMX: return &mrt_qgemm_amx;
   case MRT_QISA_AVX512VNNI: return &mrt_qgemm_avx512vnni;
