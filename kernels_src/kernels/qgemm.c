@@ -1039,6 +1039,34 @@ static const uint8_t *mrt_qgemm_row(const mrt_qgemm_src *src, size_t kk, size_t 
   return d + (src->row_off ? src->row_off[kk] : kk * src->rs) + j;
 }
 
+/* B's panel tail: two int32 per column after the kq quads, sums (already there)
+ * then zero points, stored shifted to the int8 the panel holds. */
+static void mrt_qgemm_pack8_b_zero(size_t kq, size_t w, size_t j, size_t nw, const mrt_qgemm_src *src,
+                                   uint8_t *MRT_RESTRICT panel) {
+  int32_t t1[64];
+  for (size_t c = 0; c < w; ++c) {
+    const int32_t z = c < nw && src->zero ? src->zero[src->zero_count == 1 ? 0 : j + c] : 0;
+    t1[c] = z - (src->is_signed ? 0 : 128);
+  }
+  memcpy(panel + kq * 4 * w + w * 4, t1, w * 4);
+}
+
+/* The four B rows of quad q at columns j.. (w of them, nw real): in place, or copied
+ * into tmp with the missing rows and columns fx (stored as 0). */
+static inline void mrt_qgemm_quad_rows(const mrt_qgemm_src *src, size_t q, size_t nk, size_t w, size_t j, size_t nw,
+                                       uint8_t fx, uint8_t tmp[4][64], const uint8_t *r[4]) {
+  for (int t = 0; t < 4; ++t) {
+    const size_t kk = 4 * q + t;
+    if (kk >= nk || nw < w) {
+      memset(tmp[t], fx, w);
+      if (kk < nk) memcpy(tmp[t], mrt_qgemm_row(src, kk, j), nw);
+      r[t] = tmp[t];
+    } else {
+      r[t] = mrt_qgemm_row(src, kk, j);
+    }
+  }
+}
+
 static void mrt_qgemm_pack8_b_panel(size_t nk, size_t kq, size_t w, size_t j, size_t nw, const mrt_qgemm_src *src,
                                     uint8_t *MRT_RESTRICT panel) {
   const uint8_t fx = src->is_signed ? 0 : 0x80; /* stored as int8 */
@@ -1048,16 +1076,7 @@ static void mrt_qgemm_pack8_b_panel(size_t nk, size_t kq, size_t w, size_t j, si
   MRT_ASSERT(w <= 64 && w % 16 == 0);
   for (size_t q = 0; q < kq; ++q) {
     const uint8_t *r[4];
-    for (int t = 0; t < 4; ++t) {
-      const size_t kk = 4 * q + t;
-      if (kk >= nk || nw < w) {
-        memset(tmp[t], fx, w); /* stores as 0 */
-        if (kk < nk) memcpy(tmp[t], mrt_qgemm_row(src, kk, j), nw);
-        r[t] = tmp[t];
-      } else {
-        r[t] = mrt_qgemm_row(src, kk, j);
-      }
-    }
+    mrt_qgemm_quad_rows(src, q, nk, w, j, nw, fx, tmp, r);
     uint8_t *o = panel + q * 4 * w;
     for (size_t c = 0; c < w; c += 16) {
       mrt_v16b v0, v1, v2, v3;
@@ -1078,15 +1097,54 @@ static void mrt_qgemm_pack8_b_panel(size_t nk, size_t kq, size_t w, size_t j, si
       sum[c / 16] += __builtin_convertvector(s4, mrt_v16si);
     }
   }
-  int32_t t0[64], t1[64];
-  memcpy(t0, sum, w * 4);
-  for (size_t c = 0; c < w; ++c) {
-    const int32_t z = c < nw && src->zero ? src->zero[src->zero_count == 1 ? 0 : j + c] : 0;
-    t1[c] = z - (src->is_signed ? 0 : 128);
-  }
-  memcpy(panel + kq * 4 * w, t0, w * 4);
-  memcpy(panel + kq * 4 * w + w * 4, t1, w * 4);
+  memcpy(panel + kq * 4 * w, sum, w * 4);
+  mrt_qgemm_pack8_b_zero(kq, w, j, nw, src, panel);
 }
+
+#if defined(__x86_64__)
+/*
+ * The same for a 32-column panel on AVX512-VNNI / AMX hosts: a quad's four rows of
+ * 32 bytes interleaved in two byte / word unpack steps (within 128-bit lanes, so
+ * the lanes are put back in order after), and the column sums by vpdpbusd of
+ * bytes 1 with the packed quads: each int32 lane adds its column's four values.
+ */
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) static void
+mrt_qgemm_pack8_b_panel32__avx512vnni(size_t nk, size_t kq, size_t j, size_t nw, const mrt_qgemm_src *src,
+                                      uint8_t *MRT_RESTRICT panel) {
+  const uint8_t fx = src->is_signed ? 0 : 0x80;
+  const __m512i fv = _mm512_set1_epi8((char)fx), ones = _mm512_set1_epi8(1);
+  __m512i sum0 = _mm512_setzero_si512(), sum1 = _mm512_setzero_si512();
+  uint8_t tmp[4][64];
+  const size_t q_in_place = nw == 32 ? nk / 4 : 0; /* quads whose four rows are all there */
+  for (size_t q = 0; q < kq; ++q) {
+    const uint8_t *r[4];
+    if (q < q_in_place) {
+      for (int t = 0; t < 4; ++t) r[t] = mrt_qgemm_row(src, 4 * q + t, j);
+    } else {
+      mrt_qgemm_quad_rows(src, q, nk, 32, j, nw, fx, tmp, r);
+    }
+    const __m256i v0 = _mm256_loadu_si256((const __m256i *)r[0]), v1 = _mm256_loadu_si256((const __m256i *)r[1]);
+    const __m256i v2 = _mm256_loadu_si256((const __m256i *)r[2]), v3 = _mm256_loadu_si256((const __m256i *)r[3]);
+    const __m256i a = _mm256_unpacklo_epi8(v0, v1), b = _mm256_unpackhi_epi8(v0, v1);
+    const __m256i c = _mm256_unpacklo_epi8(v2, v3), d = _mm256_unpackhi_epi8(v2, v3);
+    /* per 128-bit lane: columns 0-3, 4-7, 8-11, 12-15 of the lane's 16 */
+    const __m256i q0 = _mm256_unpacklo_epi16(a, c), q1 = _mm256_unpackhi_epi16(a, c);
+    const __m256i q2 = _mm256_unpacklo_epi16(b, d), q3 = _mm256_unpackhi_epi16(b, d);
+    const __m512i lo = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_permute2x128_si256(q0, q1, 0x20)),
+                                          _mm256_permute2x128_si256(q2, q3, 0x20), 1);
+    const __m512i hi = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_permute2x128_si256(q0, q1, 0x31)),
+                                          _mm256_permute2x128_si256(q2, q3, 0x31), 1);
+    const __m512i s0 = _mm512_xor_si512(lo, fv), s1 = _mm512_xor_si512(hi, fv);
+    _mm512_storeu_si512(panel + q * 128, s0);
+    _mm512_storeu_si512(panel + q * 128 + 64, s1);
+    sum0 = _mm512_dpbusd_epi32(sum0, ones, s0);
+    sum1 = _mm512_dpbusd_epi32(sum1, ones, s1);
+  }
+  _mm512_storeu_si512(panel + kq * 128, sum0);
+  _mm512_storeu_si512(panel + kq * 128 + 64, sum1);
+  mrt_qgemm_pack8_b_zero(kq, 32, j, nw, src, panel);
+}
+#endif
 
 /* The int16 pairs' panel, VL columns a step (the pairs of two rows' VL values
  * interleaved by ILO / IHI): 8 for every target, 16 for AVX2's panels. */
@@ -1147,12 +1205,15 @@ static void mrt_qgemm_pack_b_cols(const mrt_qgemm_kernel *kern, size_t j0, size_
     for (size_t j = j0; j < j1; j += nr) {
       const size_t nw = j1 - j < nr ? j1 - j : nr;
       char *d = dst + j / nr * pb;
+#if defined(__x86_64__)
+      if (mrt_qgemm_depthwise_quads(kern)) /* the CPU multiplies byte quads: AVX512-VNNI, AMX (nr 32) */
+        mrt_qgemm_pack8_b_panel32__avx512vnni(k, mrt_qgemm_kq(kern, k), j, nw, src, (uint8_t *)d);
+      else if (kern->kind == MRT_QGEMM_I16 && nr == 16)
+        mrt_qgemm_pack16_b_panel__avx2(k, nr, j, nw, src, (int16_t *)d);
+      else
+#endif
       if (kern->kind != MRT_QGEMM_I16)
         mrt_qgemm_pack8_b_panel(k, mrt_qgemm_kq(kern, k), nr, j, nw, src, (uint8_t *)d);
-#if defined(__x86_64__)
-      else if (nr == 16)
-        mrt_qgemm_pack16_b_panel__avx2(k, nr, j, nw, src, (int16_t *)d);
-#endif
       else
         mrt_qgemm_pack16_b_panel(k, nr, j, nw, src, (int16_t *)d);
     }
