@@ -53,6 +53,16 @@ typedef struct qconv_params {
   int8_t *wq;       /* or, uint8 x and int8 w with zero points 0 on a VNNI CPU: [c_out][nquads * 4] w */
   size_t nquads;
   size_t *offq;     /* [nquads * 4]: off, the missing taps' at off[0] */
+  /* uint8 x, int8 w with zero points 0, one group, on an AVX512-VNNI CPU without AMX:
+   * the planes are also interleaved four channels a quad and read in place, pixels
+   * as the tile's rows (qgemm.h: mrt_qgemm_conv_quads_t), K ordered (channel quad,
+   * ky, kx, channel % 4) */
+  size_t nq4;       /* quads of K: ceil(cg / 4) kh kw (0: the packed-B path) */
+  int8_t *wq4;      /* the weights in that order, packed */
+  size_t *qoff4;    /* [nq4]: quad (cq, ky, kx) at 4 (cq chan_bytes + off(0, ky, kx)) in the quad planes */
+  int32_t *bias4;   /* [c_out rounded up to 32]: bias - zx sum(w) */
+  float *scale4;    /* [the same] */
+  size_t quads_bytes;
   char *w;          /* per group, w_stride bytes apart: the weights packed for kern */
   size_t w_stride;
   int32_t *bias;    /* [c_out] (depthwise: minus zx * sum(w - zw)) */
@@ -249,6 +259,40 @@ mrt_status MRT_KERNEL(mrt_qlinearconv_prepare)(mrt_node *node, mrt_ctx *ctx) {
     node->params = p;
     return MRT_STATUS_OK;
   }
+#if defined(__x86_64__)
+  int quads = MRT_T0_DTYPE == MRT_DTYPE_UINT8 && MRT_T1_DTYPE == MRT_DTYPE_INT8 && !p->direct && p->group == 1 &&
+              mrt_qgemm_conv_quads_ok(p->kern);
+  for (size_t m = 0; m < p->c_out && quads; m++) quads = zw[m] == 0;
+  if (quads) {
+    const size_t ncq = (p->cg + 3) / 4, taps = p->kh * p->kw, mpad = (p->c_out + 31) / 32 * 32;
+    p->nq4 = ncq * taps;
+    int8_t *wt = mrt_ctx_alloc(ctx, p->c_out * p->nq4 * 4);
+    p->wq4 = mrt_ctx_alloc(ctx, mrt_qgemm_quads_b_size(p->c_out, p->nq4));
+    p->qoff4 = mrt_ctx_alloc(ctx, p->nq4 * sizeof *p->qoff4);
+    p->bias4 = mrt_ctx_alloc(ctx, mpad * sizeof *p->bias4);
+    p->scale4 = mrt_ctx_alloc(ctx, mpad * sizeof *p->scale4);
+    if (!wt || !p->wq4 || !p->qoff4 || !p->bias4 || !p->scale4) return MRT_STATUS_OUT_OF_MEMORY;
+    const int8_t *wv = w->data;
+    for (size_t m = 0; m < mpad; m++) {
+      uint32_t wsum = 0;
+      for (size_t q = 0; q < p->nq4 && m < p->c_out; q++)
+        for (size_t t = 0; t < 4; t++) {
+          const size_t c = q / taps * 4 + t, tap = q % taps;
+          const int8_t v = c < p->cg ? wv[m * p->kdim + c * taps + tap] : 0;
+          wt[m * p->nq4 * 4 + q * 4 + t] = v;
+          wsum += (uint32_t)(int32_t)v;
+        }
+      p->bias4[m] = m < p->c_out ? (int32_t)((uint32_t)p->bias[m] - (uint32_t)p->zx * wsum) : 0;
+      p->scale4[m] = m < p->c_out ? p->scale[m] : 0.0f;
+    }
+    mrt_qgemm_quads_pack_b(p->c_out, p->nq4, wt, p->wq4);
+    for (size_t q = 0; q < p->nq4; q++) p->qoff4[q] = 4 * (q / taps * p->chan_bytes + p->off[q % taps]);
+    p->quads_bytes = (ncq * 4 * p->chan_bytes + 63) / 64 * 64;
+    mrt_ctx_request_scratch(ctx, p->planes_bytes + p->quads_bytes);
+    node->params = p;
+    return MRT_STATUS_OK;
+  }
+#endif
   p->w_stride = (mrt_qgemm_packed_a_size(p->kern, p->mg, p->kdim) + 63) / 64 * 64;
   p->w = mrt_ctx_alloc(ctx, p->group * p->w_stride); /* 64-byte aligned */
   if (!p->w) return MRT_STATUS_OUT_OF_MEMORY;
@@ -339,7 +383,8 @@ typedef struct qconv_planes_job {
   const qconv_params *p;
   const uint8_t *x;
   uint8_t *planes;
-  size_t per_task; /* channels */
+  size_t per_task; /* channels (a multiple of 4 with quad planes) */
+  uint8_t *quads;  /* the quad planes, or NULL */
 } qconv_planes_job;
 
 /* Channels [task * per_task, +per_task): a channel's planes and gap are whole
@@ -352,6 +397,12 @@ static void planes_task(void *varg, size_t task, size_t thread) {
   if (c0 < c1)
     build_planes(p, jb->x, jb->planes + c0 * p->chan_bytes, c0, c1,
                  c1 == p->c_in ? p->planes_bytes - p->c_in * p->chan_bytes : 0);
+#if defined(__x86_64__)
+  if (jb->quads) /* this task's channels, four a quad, while they are in cache */
+    for (size_t c = c0; c < c1; c += 4)
+      mrt_qgemm_quads_interleave(jb->planes + c * p->chan_bytes, p->chan_bytes, c1 - c < 4 ? c1 - c : 4,
+                                 p->chan_bytes, jb->quads + c * p->chan_bytes);
+#endif
 }
 
 /* Padded-plane bytes a task builds at least: the caller alone below. */
@@ -443,9 +494,19 @@ void MRT_KERNEL(mrt_qlinearconv_run)(const mrt_node *node, void *scratch) {
     if (!p->direct) {
       size_t tasks = mrt_pool_tasks(node->pool, p->c_in * p->chan_bytes, QCONV_PLANES_TASK_BYTES);
       if (tasks > p->c_in) tasks = p->c_in;
-      qconv_planes_job job = {p, xn, planes, (p->c_in + tasks - 1) / tasks};
+      qconv_planes_job job = {p, xn, planes, (p->c_in + tasks - 1) / tasks, NULL};
+      if (p->nq4) job.per_task = (job.per_task + 3) / 4 * 4, job.quads = planes + p->planes_bytes;
       mrt_parallel_for(node->pool, (p->c_in + job.per_task - 1) / job.per_task, planes_task, &job);
     }
+#if defined(__x86_64__)
+    if (p->nq4) {
+      const mrt_qgemm_requant rq = {p->bias4, p->scale4, 1, p->zy, p->lo, p->hi, y + n * p->c_out * ohw, ohw, p->gw,
+                                    p->ow};
+      mrt_qgemm_conv_quads_t(node->pool, p->c_out, p->oh, p->ow, p->gw, p->nq4, p->wq4, planes + p->planes_bytes,
+                             p->qoff4, &rq);
+      continue;
+    }
+#endif
     for (size_t g = 0; g < p->group; g++) {
       const uint8_t *bg = p->direct ? xn + g * p->cg * ihw : planes + g * p->cg * p->chan_bytes;
       const mrt_qgemm_src a = {p->w + g * p->w_stride, NULL, 0, 0, MRT_T1_DTYPE == MRT_DTYPE_INT8, NULL, 0, NULL};

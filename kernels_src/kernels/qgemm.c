@@ -1039,6 +1039,19 @@ static const uint8_t *mrt_qgemm_row(const mrt_qgemm_src *src, size_t kk, size_t 
   return d + (src->row_off ? src->row_off[kk] : kk * src->rs) + j;
 }
 
+/* Four rows' 16 bytes as 16 quads (column c's four bytes at o + 4 c). */
+static inline void mrt_q_quads16(mrt_v16b v0, mrt_v16b v1, mrt_v16b v2, mrt_v16b v3, uint8_t *o) {
+  const mrt_v8uh p01l = (mrt_v8uh)__builtin_shufflevector(v0, v1, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const mrt_v8uh p01h = (mrt_v8uh)__builtin_shufflevector(v0, v1, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  const mrt_v8uh p23l = (mrt_v8uh)__builtin_shufflevector(v2, v3, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const mrt_v8uh p23h = (mrt_v8uh)__builtin_shufflevector(v2, v3, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  const mrt_v8uh q0 = __builtin_shufflevector(p01l, p23l, 0, 8, 1, 9, 2, 10, 3, 11);
+  const mrt_v8uh q1 = __builtin_shufflevector(p01l, p23l, 4, 12, 5, 13, 6, 14, 7, 15);
+  const mrt_v8uh q2 = __builtin_shufflevector(p01h, p23h, 0, 8, 1, 9, 2, 10, 3, 11);
+  const mrt_v8uh q3 = __builtin_shufflevector(p01h, p23h, 4, 12, 5, 13, 6, 14, 7, 15);
+  memcpy(o, &q0, 16), memcpy(o + 16, &q1, 16), memcpy(o + 32, &q2, 16), memcpy(o + 48, &q3, 16);
+}
+
 /* B's panel tail: two int32 per column after the kq quads, sums (already there)
  * then zero points, stored shifted to the int8 the panel holds. */
 static void mrt_qgemm_pack8_b_zero(size_t kq, size_t w, size_t j, size_t nw, const mrt_qgemm_src *src,
@@ -1082,16 +1095,7 @@ static void mrt_qgemm_pack8_b_panel(size_t nk, size_t kq, size_t w, size_t j, si
       mrt_v16b v0, v1, v2, v3;
       memcpy(&v0, r[0] + c, 16), memcpy(&v1, r[1] + c, 16), memcpy(&v2, r[2] + c, 16), memcpy(&v3, r[3] + c, 16);
       v0 ^= fv, v1 ^= fv, v2 ^= fv, v3 ^= fv;
-      const mrt_v8uh p01l = (mrt_v8uh)__builtin_shufflevector(v0, v1, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-      const mrt_v8uh p01h = (mrt_v8uh)__builtin_shufflevector(v0, v1, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-      const mrt_v8uh p23l = (mrt_v8uh)__builtin_shufflevector(v2, v3, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-      const mrt_v8uh p23h = (mrt_v8uh)__builtin_shufflevector(v2, v3, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-      const mrt_v8uh q0 = __builtin_shufflevector(p01l, p23l, 0, 8, 1, 9, 2, 10, 3, 11);
-      const mrt_v8uh q1 = __builtin_shufflevector(p01l, p23l, 4, 12, 5, 13, 6, 14, 7, 15);
-      const mrt_v8uh q2 = __builtin_shufflevector(p01h, p23h, 0, 8, 1, 9, 2, 10, 3, 11);
-      const mrt_v8uh q3 = __builtin_shufflevector(p01h, p23h, 4, 12, 5, 13, 6, 14, 7, 15);
-      memcpy(o + 4 * c, &q0, 16), memcpy(o + 4 * c + 16, &q1, 16);
-      memcpy(o + 4 * c + 32, &q2, 16), memcpy(o + 4 * c + 48, &q3, 16);
+      mrt_q_quads16(v0, v1, v2, v3, o + 4 * c);
       const mrt_v16sh s4 = __builtin_convertvector((mrt_v16sb)v0, mrt_v16sh) + __builtin_convertvector((mrt_v16sb)v1, mrt_v16sh) +
                            __builtin_convertvector((mrt_v16sb)v2, mrt_v16sh) + __builtin_convertvector((mrt_v16sb)v3, mrt_v16sh);
       sum[c / 16] += __builtin_convertvector(s4, mrt_v16si);
@@ -1399,3 +1403,152 @@ void mrt_qgemm(const mrt_qgemm_kernel *kern, size_t m, size_t n, size_t k, const
                const mrt_qgemm_src *b, int accumulate, int32_t *MRT_RESTRICT c, size_t ldc, void *scratch) {
   mrt_qgemm_mt(NULL, kern, m, n, k, a, b, accumulate, NULL, c, ldc, scratch);
 }
+
+/* --- convolutions read in place from channel-quad planes (qgemm.h) ----------------- */
+
+#if defined(__x86_64__)
+#define MRT_QUADS_NR 32
+
+int mrt_qgemm_conv_quads_ok(const mrt_qgemm_kernel *kern) { return kern == &mrt_qgemm_avx512vnni; }
+
+void mrt_qgemm_quads_interleave(const uint8_t *src, size_t stride, size_t rows, size_t n, uint8_t *MRT_RESTRICT dst) {
+  const uint8_t zero[16] = {0};
+  const uint8_t *r[4];
+  for (size_t t = 0; t < 4; ++t) r[t] = t < rows ? src + t * stride : NULL;
+  size_t e = 0;
+  for (; e + 16 <= n; e += 16) {
+    mrt_v16b v[4];
+    for (size_t t = 0; t < 4; ++t) memcpy(&v[t], r[t] ? r[t] + e : zero, 16);
+    mrt_q_quads16(v[0], v[1], v[2], v[3], dst + 4 * e);
+  }
+  for (; e < n; ++e)
+    for (size_t t = 0; t < 4; ++t) dst[4 * e + t] = r[t] ? r[t][e] : 0;
+}
+
+size_t mrt_qgemm_quads_b_size(size_t m, size_t nq) {
+  return (m + MRT_QUADS_NR - 1) / MRT_QUADS_NR * nq * MRT_QUADS_NR * 4;
+}
+
+/* Panels of 32 output channels: quad q of channel c at panel + q * 128 + 4 c; channels past m are 0. */
+void mrt_qgemm_quads_pack_b(size_t m, size_t nq, const int8_t *w, int8_t *MRT_RESTRICT dst) {
+  for (size_t c0 = 0; c0 < m; c0 += MRT_QUADS_NR) {
+    int8_t *panel = dst + c0 * nq * 4;
+    for (size_t q = 0; q < nq; ++q)
+      for (size_t c = 0; c < MRT_QUADS_NR; ++c)
+        for (size_t t = 0; t < 4; ++t) panel[q * 128 + 4 * c + t] = c0 + c < m ? w[(c0 + c) * nq * 4 + 4 * q + t] : 0;
+  }
+}
+
+/* R pixels x 32 channels: each pixel's quad broadcast from the planes (uint8, at
+ * planes + qoff[q] + pix[r]), the channels' weights two vectors a quad; requantised
+ * per channel into t (R rows of 32 bytes). 8 rows, or 7 where the pixels come in
+ * sevens (7 x 7 and 14 x 14 planes: 8-row tiles would compute 12 % / 2 % more). */
+__attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) static inline void
+mrt_qgemm_quadst_rows(const int R, size_t nq, const int8_t *MRT_RESTRICT b, const uint8_t *planes, const size_t *qoff,
+                      const size_t *pix, const mrt_q_rqt *q, size_t c0, uint8_t *t) {
+  __m512i acc[8][2];
+  const uint8_t *px[8];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_si512(), px[r] = planes + pix[r];
+  for (size_t k = 0; k < nq; ++k, b += 128) {
+    const size_t o = qoff[k];
+    const __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 64);
+    _Pragma("clang loop unroll(full)") for (int r = 0; r < R; ++r) {
+      int32_t x;
+      memcpy(&x, px[r] + o, 4);
+      const __m512i xv = _mm512_set1_epi32(x);
+      acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], xv, b0);
+      acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], xv, b1);
+    }
+  }
+  /* one requantisation loop, not R x 2 inlined copies (the tile's time is in the k loop) */
+  _Pragma("clang loop unroll(disable)") for (int rv = 0; rv < 2 * R; ++rv)
+    mrt_q_store16__avx512((mrt_v16i)acc[rv / 2][rv % 2], q, 0, c0 + 16 * (rv % 2), t + rv * 16);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) static void
+mrt_qgemm_quadst_tile(int rows, size_t nq, const int8_t *MRT_RESTRICT b, const uint8_t *planes, const size_t *qoff,
+                      const size_t *pix, const mrt_q_rqt *q, size_t c0, uint8_t *t) {
+  if (rows == 8)
+    mrt_qgemm_quadst_rows(8, nq, b, planes, qoff, pix, q, c0, t);
+  else
+    mrt_qgemm_quadst_rows(7, nq, b, planes, qoff, pix, q, c0, t);
+}
+
+/* t's 8 x 32 bytes transposed: channel c's 8 pixels to y + c * ldy, 16 channels a
+ * step as three rounds of byte / word / dword unpacks. */
+__attribute__((target("avx2"))) static void mrt_qgemm_quadst_store(const uint8_t *t, uint8_t *y, size_t ldy) {
+  for (int h = 0; h < 2; ++h) {
+    __m128i r[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm_loadu_si128((const __m128i *)(t + i * 32 + 16 * h));
+    __m128i a[8], e[8];
+    for (int i = 0; i < 4; ++i) {
+      a[2 * i] = _mm_unpacklo_epi8(r[2 * i], r[2 * i + 1]);
+      a[2 * i + 1] = _mm_unpackhi_epi8(r[2 * i], r[2 * i + 1]);
+    }
+    /* e[0..3]: rows 0-3 of channels 0-3, 4-7, 8-11, 12-15; e[4..7] rows 4-7 */
+    for (int g = 0; g < 2; ++g) {
+      const __m128i *lo = a + 4 * g;
+      e[4 * g + 0] = _mm_unpacklo_epi16(lo[0], lo[2]);
+      e[4 * g + 1] = _mm_unpackhi_epi16(lo[0], lo[2]);
+      e[4 * g + 2] = _mm_unpacklo_epi16(lo[1], lo[3]);
+      e[4 * g + 3] = _mm_unpackhi_epi16(lo[1], lo[3]);
+    }
+    for (int i = 0; i < 4; ++i) {
+      const __m128i g0 = _mm_unpacklo_epi32(e[i], e[4 + i]), g1 = _mm_unpackhi_epi32(e[i], e[4 + i]);
+      uint8_t *yc = y + (size_t)(16 * h + 4 * i) * ldy;
+      _mm_storel_epi64((__m128i *)yc, g0);
+      _mm_storel_epi64((__m128i *)(yc + ldy), _mm_unpackhi_epi64(g0, g0));
+      _mm_storel_epi64((__m128i *)(yc + 2 * ldy), g1);
+      _mm_storel_epi64((__m128i *)(yc + 3 * ldy), _mm_unpackhi_epi64(g1, g1));
+    }
+  }
+}
+
+typedef struct mrt_quadst_job {
+  size_t m, npix, ow, gw, nq, rows, per_task;
+  const int8_t *pb;
+  const uint8_t *planes;
+  const size_t *qoff;
+  const mrt_qgemm_requant *rq;
+} mrt_quadst_job;
+
+/* Pixel tiles [task * per_task, ...) of `rows`, all channel panels over each. */
+static void mrt_quadst_task(void *varg, size_t task, size_t thread) {
+  const mrt_quadst_job *jb = (const mrt_quadst_job *)varg;
+  const mrt_q_rqt q = mrt_q_rqt_of(jb->rq);
+  uint8_t *y = (uint8_t *)jb->rq->y;
+  const size_t ldy = jb->rq->ldy;
+  uint8_t t[8 * 32];
+  (void)thread;
+  for (size_t u = 0; u < jb->per_task; ++u) {
+    const size_t rows = jb->rows, p0 = (task * jb->per_task + u) * rows;
+    if (p0 >= jb->npix) return;
+    const size_t pw = jb->npix - p0 < rows ? jb->npix - p0 : rows;
+    size_t pix[8];
+    for (size_t r = 0; r < rows; ++r) {
+      const size_t pp = p0 + (r < pw ? r : 0); /* a missing pixel reads the first one's */
+      pix[r] = 4 * (pp / jb->ow * jb->gw + pp % jb->ow);
+    }
+    for (size_t c0 = 0; c0 < jb->m; c0 += MRT_QUADS_NR) {
+      mrt_qgemm_quadst_tile((int)rows, jb->nq, jb->pb + c0 * jb->nq * 4, jb->planes, jb->qoff, pix, &q, c0, t);
+      if (pw == 8 && c0 + MRT_QUADS_NR <= jb->m) {
+        mrt_qgemm_quadst_store(t, y + c0 * ldy + p0, ldy);
+        continue;
+      }
+      for (size_t c = c0; c < jb->m && c < c0 + MRT_QUADS_NR; ++c)
+        for (size_t r = 0; r < pw; ++r) y[c * ldy + p0 + r] = t[r * 32 + (c - c0)];
+    }
+  }
+}
+
+void mrt_qgemm_conv_quads_t(mrt_pool *pool, size_t m, size_t oh, size_t ow, size_t gw, size_t nq, const int8_t *pb,
+                            const uint8_t *planes, const size_t *qoff, const mrt_qgemm_requant *rq) {
+  /* 7-row tiles where 8-row ones would compute over 1/16 more (49 pixels: 56) */
+  const size_t npix = oh * ow, rows = ((npix + 7) / 8 * 8 - npix) * 16 > npix && npix % 7 == 0 ? 7 : 8;
+  const size_t tiles = (npix + rows - 1) / rows;
+  size_t tasks = mrt_pool_tasks(pool, m * npix * nq * 4, MRT_QGEMM_TASK_MACS);
+  if (tasks > tiles) tasks = tiles;
+  mrt_quadst_job job = {m, npix, ow, gw, nq, rows, (tiles + tasks - 1) / tasks, pb, planes, qoff, rq};
+  mrt_parallel_for(pool, (tiles + job.per_task - 1) / job.per_task, mrt_quadst_task, &job);
+}
+#endif

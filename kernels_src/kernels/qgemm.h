@@ -146,6 +146,30 @@ void mrt_qgemm_mt(mrt_pool *pool, const mrt_qgemm_kernel *kern, size_t m, size_t
                   const mrt_qgemm_src *a, const mrt_qgemm_src *b, int accumulate, const mrt_qgemm_requant *rq,
                   int32_t *MRT_RESTRICT c, size_t ldc, void *scratch);
 
+#if defined(__x86_64__)
+/*
+ * A convolution read in place from channel-quad planes (AVX512-VNNI hosts without
+ * AMX: mrt_qgemm_conv_quads_ok(kern) for the family chosen for the GEMM), uint8 x
+ * and int8 w with zero points 0. The planes of four channels are interleaved by
+ * mrt_qgemm_quads_interleave, so that quad q (four channels at one tap) of grid
+ * column g is the 4 bytes at planes + qoff[q] + 4 g. The tile's rows are the
+ * output's oh x ow pixels (pixel (py, px) reads grid column py gw + px: no dropped
+ * columns), 8 a tile (7 where the pixels come in sevens), broadcast from there; its columns m output channels, 32 a
+ * tile, their int8 weights packed by mrt_qgemm_quads_pack_b from w [m][nq * 4] in
+ * the same K order. y (channel-major, rq->ldy = oh ow) gets A B plus each channel's
+ * bias (the caller folds -zx sum(w) into it), requantised per column (rq->per_col;
+ * bias and scale padded to m rounded up to 32).
+ */
+int mrt_qgemm_conv_quads_ok(const mrt_qgemm_kernel *kern);
+/* dst[4 e + t] = src[t * stride + e] for e < n, t < 4 (the planes of `rows` <= 4
+ * channels, stride bytes apart; a missing channel's as 0). */
+void mrt_qgemm_quads_interleave(const uint8_t *src, size_t stride, size_t rows, size_t n, uint8_t *MRT_RESTRICT dst);
+size_t mrt_qgemm_quads_b_size(size_t m, size_t nq);
+void mrt_qgemm_quads_pack_b(size_t m, size_t nq, const int8_t *w, int8_t *MRT_RESTRICT dst);
+void mrt_qgemm_conv_quads_t(mrt_pool *pool, size_t m, size_t oh, size_t ow, size_t gw, size_t nq, const int8_t *pb,
+                            const uint8_t *planes, const size_t *qoff, const mrt_qgemm_requant *rq);
+#endif
+
 #ifdef __cplusplus
 }
 #endif
