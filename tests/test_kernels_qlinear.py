@@ -88,7 +88,9 @@ CONV_SHAPES = [(32, 40, 1, 3, 1, 1, 1, 16, 16), (16, 24, 1, 1, 1, 0, 1, 20, 20),
                # uint8 x int8 on AVX512-VNNI hosts read channel quads in place, pixels as the
                # tile's rows: 49 pixels in 7-row tiles, 14 channels (a partial quad, a partial
                # 32-channel panel) on a 5x5 plane of 25 (a partial 8-row tile)
-               (20, 40, 1, 3, 1, 1, 1, 7, 7), (14, 70, 1, 3, 1, 1, 1, 5, 5)]
+               (20, 40, 1, 3, 1, 1, 1, 7, 7), (14, 70, 1, 3, 1, 1, 1, 5, 5),
+               # 9 pixels, 100 channels: the work split by channel panels
+               (8, 100, 1, 3, 1, 1, 1, 3, 3)]
 
 
 @pytest.mark.parametrize("isa", ISAS, indirect=True)

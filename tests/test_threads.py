@@ -145,11 +145,12 @@ def cnn_convs():
 
 
 def int8_cnn():
-    """QOperator int8 layers big enough to split: a 3x3 QLinearConv (the qgemm split),
-    a depthwise 3x3 (channels split, each thread padding its own), a residual
-    QLinearAdd of 75,264 values (split in 64-byte pieces), a strided 1x1 with
-    per-channel weights; uint8 activations and int8 weights, as quantize_static
-    writes them. Exact: each int8 value is computed the same way on any split."""
+    """QOperator int8 layers big enough to split: a 3x3 QLinearConv (the qgemm split; on
+    AVX512-VNNI hosts the channel-quad one, by pixel tiles), a depthwise 3x3 (channels
+    split, each thread padding its own), a residual QLinearAdd of 75,264 values (split
+    in 64-byte pieces), a strided 1x1 with per-channel weights, a strided 3x3 to 256
+    channels of 7 x 7 (split by channels); uint8 activations and int8 weights, as
+    quantize_static writes them. Exact: each int8 value is computed the same way on any split."""
     rng = np.random.default_rng(21)
     c, m, hw = 32, 48, 28
     q8 = lambda shape: rng.integers(-127, 128, size=shape).astype(np.int8)  # noqa: E731
@@ -160,7 +161,9 @@ def int8_cnn():
               "ys": f(0.05), "yz": u(120), "wd": q8((m, 1, 3, 3)), "wds": f(rng.uniform(0.01, 0.03, m)),
               "wdz": np.zeros(m, np.int8), "bd": rng.integers(-500, 500, m).astype(np.int32),
               "ds": f(0.06), "dz": u(110), "rs": f(0.07), "rz": u(125), "w3": q8((64, m, 1, 1)),
-              "w3s": f(rng.uniform(0.003, 0.008, 64)), "w3z": np.zeros(64, np.int8), "os": f(0.08), "oz": u(128)}
+              "w3s": f(rng.uniform(0.003, 0.008, 64)), "w3z": np.zeros(64, np.int8), "os": f(0.08), "oz": u(128),
+              "w4": q8((256, 64, 3, 3)), "w4s": f(rng.uniform(0.001, 0.003, 256)), "w4z": np.zeros(256, np.int8),
+              "o4s": f(0.1), "o4z": u(128)}
     inits = [numpy_helper.from_array(v, k) for k, v in consts.items()]
     ms = "com.microsoft"
     nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
@@ -171,12 +174,17 @@ def int8_cnn():
              helper.make_node("QLinearAdd", ["c1", "ys", "yz", "c2", "ds", "dz", "rs", "rz"], ["r"], domain=ms),
              helper.make_node("QLinearConv", ["r", "rs", "rz", "w3", "w3s", "w3z", "os", "oz"], ["c3"],
                               strides=[2, 2]),
+             # 7 x 7 out, 256 channels: too few pixel tiles to share, the threads split the channels
+             helper.make_node("QLinearConv", ["c3", "os", "oz", "w4", "w4s", "w4z", "o4s", "o4z"], ["c4"],
+                              strides=[2, 2], pads=[1, 1, 1, 1]),
              helper.make_node("DequantizeLinear", ["c3", "os", "oz"], ["y"]),
+             helper.make_node("DequantizeLinear", ["c4", "o4s", "o4z"], ["y4"]),
              helper.make_node("DequantizeLinear", ["r", "rs", "rz"], ["yr"])]
     feeds = {"x": randn(1, c, hw, hw)}
     g = helper.make_graph(nodes, "threads", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, hw, hw])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, hw // 2, hw // 2]),
-                           helper.make_tensor_value_info("yr", TensorProto.FLOAT, [1, m, hw, hw])], inits)
+                           helper.make_tensor_value_info("yr", TensorProto.FLOAT, [1, m, hw, hw]),
+                           helper.make_tensor_value_info("y4", TensorProto.FLOAT, [1, 256, hw // 4, hw // 4])], inits)
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(ms, 1)])
     model.ir_version = 8
     onnx.checker.check_model(model)

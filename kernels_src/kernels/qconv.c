@@ -26,6 +26,12 @@
 
 #if defined(MRT_KERNEL_SUFFIX) && defined(MRT_OP_QLinearConv)
 
+/* uint8 x and int8 w on x86_64: the signature that may read channel quads in place
+ * (qconv_params.nq4); a constant, so the other signatures carry none of that code */
+#if defined(__x86_64__)
+#define QCONV_QUADS (MRT_T0_DTYPE == MRT_DTYPE_UINT8 && MRT_T1_DTYPE == MRT_DTYPE_INT8)
+#endif
+
 typedef MRT_T0 xq_t;
 typedef MRT_T1 wq_t;
 typedef MRT_T2 yq_t;
@@ -260,32 +266,24 @@ mrt_status MRT_KERNEL(mrt_qlinearconv_prepare)(mrt_node *node, mrt_ctx *ctx) {
     return MRT_STATUS_OK;
   }
 #if defined(__x86_64__)
-  int quads = MRT_T0_DTYPE == MRT_DTYPE_UINT8 && MRT_T1_DTYPE == MRT_DTYPE_INT8 && !p->direct && p->group == 1 &&
-              mrt_qgemm_conv_quads_ok(p->kern);
+  int quads = QCONV_QUADS && !p->direct && p->group == 1 && mrt_qgemm_conv_quads_ok(p->kern);
   for (size_t m = 0; m < p->c_out && quads; m++) quads = zw[m] == 0;
   if (quads) {
     const size_t ncq = (p->cg + 3) / 4, taps = p->kh * p->kw, mpad = (p->c_out + 31) / 32 * 32;
     p->nq4 = ncq * taps;
-    int8_t *wt = mrt_ctx_alloc(ctx, p->c_out * p->nq4 * 4);
     p->wq4 = mrt_ctx_alloc(ctx, mrt_qgemm_quads_b_size(p->c_out, p->nq4));
     p->qoff4 = mrt_ctx_alloc(ctx, p->nq4 * sizeof *p->qoff4);
     p->bias4 = mrt_ctx_alloc(ctx, mpad * sizeof *p->bias4);
     p->scale4 = mrt_ctx_alloc(ctx, mpad * sizeof *p->scale4);
-    if (!wt || !p->wq4 || !p->qoff4 || !p->bias4 || !p->scale4) return MRT_STATUS_OUT_OF_MEMORY;
+    if (!p->wq4 || !p->qoff4 || !p->bias4 || !p->scale4) return MRT_STATUS_OUT_OF_MEMORY;
     const int8_t *wv = w->data;
     for (size_t m = 0; m < mpad; m++) {
       uint32_t wsum = 0;
-      for (size_t q = 0; q < p->nq4 && m < p->c_out; q++)
-        for (size_t t = 0; t < 4; t++) {
-          const size_t c = q / taps * 4 + t, tap = q % taps;
-          const int8_t v = c < p->cg ? wv[m * p->kdim + c * taps + tap] : 0;
-          wt[m * p->nq4 * 4 + q * 4 + t] = v;
-          wsum += (uint32_t)(int32_t)v;
-        }
+      for (size_t k = 0; k < p->kdim && m < p->c_out; k++) wsum += (uint32_t)(int32_t)wv[m * p->kdim + k];
       p->bias4[m] = m < p->c_out ? (int32_t)((uint32_t)p->bias[m] - (uint32_t)p->zx * wsum) : 0;
       p->scale4[m] = m < p->c_out ? p->scale[m] : 0.0f;
     }
-    mrt_qgemm_quads_pack_b(p->c_out, p->nq4, wt, p->wq4);
+    mrt_qgemm_quads_pack_b(p->c_out, p->cg, taps, wv, p->wq4);
     for (size_t q = 0; q < p->nq4; q++) p->qoff4[q] = 4 * (q / taps * p->chan_bytes + p->off[q % taps]);
     p->quads_bytes = (ncq * 4 * p->chan_bytes + 63) / 64 * 64;
     mrt_ctx_request_scratch(ctx, p->planes_bytes + p->quads_bytes);
@@ -398,7 +396,7 @@ static void planes_task(void *varg, size_t task, size_t thread) {
     build_planes(p, jb->x, jb->planes + c0 * p->chan_bytes, c0, c1,
                  c1 == p->c_in ? p->planes_bytes - p->c_in * p->chan_bytes : 0);
 #if defined(__x86_64__)
-  if (jb->quads) /* this task's channels, four a quad, while they are in cache */
+  if (QCONV_QUADS && jb->quads) /* this task's channels, four a quad, while they are in cache */
     for (size_t c = c0; c < c1; c += 4)
       mrt_qgemm_quads_interleave(jb->planes + c * p->chan_bytes, p->chan_bytes, c1 - c < 4 ? c1 - c : 4,
                                  p->chan_bytes, jb->quads + c * p->chan_bytes);
@@ -495,11 +493,13 @@ void MRT_KERNEL(mrt_qlinearconv_run)(const mrt_node *node, void *scratch) {
       size_t tasks = mrt_pool_tasks(node->pool, p->c_in * p->chan_bytes, QCONV_PLANES_TASK_BYTES);
       if (tasks > p->c_in) tasks = p->c_in;
       qconv_planes_job job = {p, xn, planes, (p->c_in + tasks - 1) / tasks, NULL};
-      if (p->nq4) job.per_task = (job.per_task + 3) / 4 * 4, job.quads = planes + p->planes_bytes;
+#if defined(__x86_64__)
+      if (QCONV_QUADS && p->nq4) job.per_task = (job.per_task + 3) / 4 * 4, job.quads = planes + p->planes_bytes;
+#endif
       mrt_parallel_for(node->pool, (p->c_in + job.per_task - 1) / job.per_task, planes_task, &job);
     }
 #if defined(__x86_64__)
-    if (p->nq4) {
+    if (QCONV_QUADS && p->nq4) {
       const mrt_qgemm_requant rq = {p->bias4, p->scale4, 1, p->zy, p->lo, p->hi, y + n * p->c_out * ohw, ohw, p->gw,
                                     p->ow};
       mrt_qgemm_conv_quads_t(node->pool, p->c_out, p->oh, p->ow, p->gw, p->nq4, p->wq4, planes + p->planes_bytes,

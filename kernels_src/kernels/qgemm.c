@@ -1429,13 +1429,18 @@ size_t mrt_qgemm_quads_b_size(size_t m, size_t nq) {
   return (m + MRT_QUADS_NR - 1) / MRT_QUADS_NR * nq * MRT_QUADS_NR * 4;
 }
 
-/* Panels of 32 output channels: quad q of channel c at panel + q * 128 + 4 c; channels past m are 0. */
-void mrt_qgemm_quads_pack_b(size_t m, size_t nq, const int8_t *w, int8_t *MRT_RESTRICT dst) {
-  for (size_t c0 = 0; c0 < m; c0 += MRT_QUADS_NR) {
-    int8_t *panel = dst + c0 * nq * 4;
+/* Panels of 32 output channels: quad q = (cq, tap) of channel o at panel + q * 128 +
+ * 4 o, its bytes w[o][4 cq + t][tap]; channels past m and inputs past cin are 0. */
+void mrt_qgemm_quads_pack_b(size_t m, size_t cin, size_t taps, const int8_t *w, int8_t *MRT_RESTRICT dst) {
+  const size_t nq = (cin + 3) / 4 * taps;
+  for (size_t o0 = 0; o0 < m; o0 += MRT_QUADS_NR) {
+    int8_t *panel = dst + o0 * nq * 4;
     for (size_t q = 0; q < nq; ++q)
-      for (size_t c = 0; c < MRT_QUADS_NR; ++c)
-        for (size_t t = 0; t < 4; ++t) panel[q * 128 + 4 * c + t] = c0 + c < m ? w[(c0 + c) * nq * 4 + 4 * q + t] : 0;
+      for (size_t o = 0; o < MRT_QUADS_NR; ++o)
+        for (size_t t = 0; t < 4; ++t) {
+          const size_t c = q / taps * 4 + t;
+          panel[q * 128 + 4 * o + t] = o0 + o < m && c < cin ? w[((o0 + o) * cin + c) * taps + q % taps] : 0;
+        }
   }
 }
 
@@ -1506,30 +1511,27 @@ __attribute__((target("avx2"))) static void mrt_qgemm_quadst_store(const uint8_t
 
 typedef struct mrt_quadst_job {
   size_t m, npix, ow, gw, nq, rows, per_task;
+  int by_panel; /* tasks split the channel panels (all pixel tiles each), else the pixel tiles */
   const int8_t *pb;
   const uint8_t *planes;
   const size_t *qoff;
   const mrt_qgemm_requant *rq;
 } mrt_quadst_job;
 
-/* Pixel tiles [task * per_task, ...) of `rows`, all channel panels over each. */
-static void mrt_quadst_task(void *varg, size_t task, size_t thread) {
-  const mrt_quadst_job *jb = (const mrt_quadst_job *)varg;
+/* Pixel tiles [p_lo, p_hi) of `rows` x channel panels [o_lo, o_hi) of 32. */
+static void mrt_quadst_block(const mrt_quadst_job *jb, size_t p_lo, size_t p_hi, size_t o_lo, size_t o_hi) {
   const mrt_q_rqt q = mrt_q_rqt_of(jb->rq);
   uint8_t *y = (uint8_t *)jb->rq->y;
-  const size_t ldy = jb->rq->ldy;
+  const size_t ldy = jb->rq->ldy, rows = jb->rows;
   uint8_t t[8 * 32];
-  (void)thread;
-  for (size_t u = 0; u < jb->per_task; ++u) {
-    const size_t rows = jb->rows, p0 = (task * jb->per_task + u) * rows;
-    if (p0 >= jb->npix) return;
+  for (size_t p0 = p_lo; p0 < p_hi; p0 += rows) {
     const size_t pw = jb->npix - p0 < rows ? jb->npix - p0 : rows;
     size_t pix[8];
     for (size_t r = 0; r < rows; ++r) {
       const size_t pp = p0 + (r < pw ? r : 0); /* a missing pixel reads the first one's */
       pix[r] = 4 * (pp / jb->ow * jb->gw + pp % jb->ow);
     }
-    for (size_t c0 = 0; c0 < jb->m; c0 += MRT_QUADS_NR) {
+    for (size_t c0 = o_lo; c0 < o_hi; c0 += MRT_QUADS_NR) {
       mrt_qgemm_quadst_tile((int)rows, jb->nq, jb->pb + c0 * jb->nq * 4, jb->planes, jb->qoff, pix, &q, c0, t);
       if (pw == 8 && c0 + MRT_QUADS_NR <= jb->m) {
         mrt_qgemm_quadst_store(t, y + c0 * ldy + p0, ldy);
@@ -1541,14 +1543,31 @@ static void mrt_quadst_task(void *varg, size_t task, size_t thread) {
   }
 }
 
+static void mrt_quadst_task(void *varg, size_t task, size_t thread) {
+  const mrt_quadst_job *jb = (const mrt_quadst_job *)varg;
+  (void)thread;
+  const size_t unit = jb->by_panel ? MRT_QUADS_NR : jb->rows, total = jb->by_panel ? jb->m : jb->npix;
+  const size_t lo = task * jb->per_task * unit;
+  if (lo >= total) return;
+  const size_t hi = total - lo < jb->per_task * unit ? total : lo + jb->per_task * unit;
+  if (jb->by_panel)
+    mrt_quadst_block(jb, 0, jb->npix, lo, hi);
+  else
+    mrt_quadst_block(jb, lo, hi, 0, jb->m);
+}
+
 void mrt_qgemm_conv_quads_t(mrt_pool *pool, size_t m, size_t oh, size_t ow, size_t gw, size_t nq, const int8_t *pb,
                             const uint8_t *planes, const size_t *qoff, const mrt_qgemm_requant *rq) {
   /* 7-row tiles where 8-row ones would compute over 1/16 more (49 pixels: 56) */
   const size_t npix = oh * ow, rows = ((npix + 7) / 8 * 8 - npix) * 16 > npix && npix % 7 == 0 ? 7 : 8;
-  const size_t tiles = (npix + rows - 1) / rows;
+  const size_t tiles = (npix + rows - 1) / rows, panels = (m + MRT_QUADS_NR - 1) / MRT_QUADS_NR;
   size_t tasks = mrt_pool_tasks(pool, m * npix * nq * 4, MRT_QGEMM_TASK_MACS);
-  if (tasks > tiles) tasks = tiles;
-  mrt_quadst_job job = {m, npix, ow, gw, nq, rows, (tiles + tasks - 1) / tasks, pb, planes, qoff, rq};
-  mrt_parallel_for(pool, (tiles + job.per_task - 1) / job.per_task, mrt_quadst_task, &job);
+  /* few pixel tiles (7 x 7 planes: 7 of them) would leave threads uneven: split the
+   * channels instead, each thread then streaming its share of the weights */
+  const int by_panel = tiles < 4 * tasks && panels > tiles;
+  const size_t units = by_panel ? panels : tiles;
+  if (tasks > units) tasks = units;
+  mrt_quadst_job job = {m, npix, ow, gw, nq, rows, (units + tasks - 1) / tasks, by_panel, pb, planes, qoff, rq};
+  mrt_parallel_for(pool, (units + job.per_task - 1) / job.per_task, mrt_quadst_task, &job);
 }
 #endif

@@ -155,7 +155,7 @@ void mrt_qgemm_mt(mrt_pool *pool, const mrt_qgemm_kernel *kern, size_t m, size_t
  * column g is the 4 bytes at planes + qoff[q] + 4 g. The tile's rows are the
  * output's oh x ow pixels (pixel (py, px) reads grid column py gw + px: no dropped
  * columns), 8 a tile (7 where the pixels come in sevens), broadcast from there; its columns m output channels, 32 a
- * tile, their int8 weights packed by mrt_qgemm_quads_pack_b from w [m][nq * 4] in
+ * tile, their int8 weights (w [m][cin][taps]) packed by mrt_qgemm_quads_pack_b in
  * the same K order. y (channel-major, rq->ldy = oh ow) gets A B plus each channel's
  * bias (the caller folds -zx sum(w) into it), requantised per column (rq->per_col;
  * bias and scale padded to m rounded up to 32).
@@ -165,7 +165,7 @@ int mrt_qgemm_conv_quads_ok(const mrt_qgemm_kernel *kern);
  * channels, stride bytes apart; a missing channel's as 0). */
 void mrt_qgemm_quads_interleave(const uint8_t *src, size_t stride, size_t rows, size_t n, uint8_t *MRT_RESTRICT dst);
 size_t mrt_qgemm_quads_b_size(size_t m, size_t nq);
-void mrt_qgemm_quads_pack_b(size_t m, size_t nq, const int8_t *w, int8_t *MRT_RESTRICT dst);
+void mrt_qgemm_quads_pack_b(size_t m, size_t cin, size_t taps, const int8_t *w, int8_t *MRT_RESTRICT dst);
 void mrt_qgemm_conv_quads_t(mrt_pool *pool, size_t m, size_t oh, size_t ow, size_t gw, size_t nq, const int8_t *pb,
                             const uint8_t *planes, const size_t *qoff, const mrt_qgemm_requant *rq);
 #endif
