@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import sys
@@ -52,12 +53,13 @@ def classifier_dir(tmp_path_factory) -> Path:
 _ISA_CPU_FLAGS = {"avx2": "avx2", "avxvnni": "avx_vnni", "avx512vnni": "avx512_vnni"}
 
 
-def _cpu_flags() -> set[str]:
+@functools.cache
+def _cpu_flags() -> frozenset[str]:
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return set()
-    return {f for line in text.splitlines() if line.startswith("flags") for f in line.split(":", 1)[1].split()}
+        return frozenset()
+    return frozenset(f for line in text.splitlines() if line.startswith("flags") for f in line.split(":", 1)[1].split())
 
 
 @pytest.fixture

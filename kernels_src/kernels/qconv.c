@@ -68,7 +68,6 @@ typedef struct qconv_params {
   size_t *qoff4;    /* [nq4]: quad (cq, ky, kx) at 4 (cq chan_bytes + off(0, ky, kx)) in the quad planes */
   int32_t *bias4;   /* [c_out rounded up to 32]: bias - zx sum(w) */
   float *scale4;    /* [the same] */
-  size_t quads_bytes;
   char *w;          /* per group, w_stride bytes apart: the weights packed for kern */
   size_t w_stride;
   int32_t *bias;    /* [c_out] (depthwise: minus zx * sum(w - zw)) */
@@ -279,14 +278,17 @@ mrt_status MRT_KERNEL(mrt_qlinearconv_prepare)(mrt_node *node, mrt_ctx *ctx) {
     const int8_t *wv = w->data;
     for (size_t m = 0; m < mpad; m++) {
       uint32_t wsum = 0;
-      for (size_t k = 0; k < p->kdim && m < p->c_out; k++) wsum += (uint32_t)(int32_t)wv[m * p->kdim + k];
-      p->bias4[m] = m < p->c_out ? (int32_t)((uint32_t)p->bias[m] - (uint32_t)p->zx * wsum) : 0;
-      p->scale4[m] = m < p->c_out ? p->scale[m] : 0.0f;
+      if (m >= p->c_out) { /* the last panel's missing channels: computed, never stored */
+        p->bias4[m] = 0, p->scale4[m] = 0.0f;
+        continue;
+      }
+      for (size_t k = 0; k < p->kdim; k++) wsum += (uint32_t)(int32_t)wv[m * p->kdim + k];
+      p->bias4[m] = (int32_t)((uint32_t)p->bias[m] - (uint32_t)p->zx * wsum);
+      p->scale4[m] = p->scale[m];
     }
     mrt_qgemm_quads_pack_b(p->c_out, p->cg, taps, wv, p->wq4);
     for (size_t q = 0; q < p->nq4; q++) p->qoff4[q] = 4 * (q / taps * p->chan_bytes + p->off[q % taps]);
-    p->quads_bytes = (ncq * 4 * p->chan_bytes + 63) / 64 * 64;
-    mrt_ctx_request_scratch(ctx, p->planes_bytes + p->quads_bytes);
+    mrt_ctx_request_scratch(ctx, p->planes_bytes + (ncq * 4 * p->chan_bytes + 63) / 64 * 64); /* then the quads */
     node->params = p;
     return MRT_STATUS_OK;
   }

@@ -1446,8 +1446,7 @@ void mrt_qgemm_quads_pack_b(size_t m, size_t cin, size_t taps, const int8_t *w, 
 
 /* R pixels x 32 channels: each pixel's quad broadcast from the planes (uint8, at
  * planes + qoff[q] + pix[r]), the channels' weights two vectors a quad; requantised
- * per channel into t (R rows of 32 bytes). 8 rows, or 7 where the pixels come in
- * sevens (7 x 7 and 14 x 14 planes: 8-row tiles would compute 12 % / 2 % more). */
+ * per channel into t (R rows of 32 bytes). 8 rows, or 7 (see mrt_qgemm_conv_quads_t). */
 __attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) static inline void
 mrt_qgemm_quadst_rows(const int R, size_t nq, const int8_t *MRT_RESTRICT b, const uint8_t *planes, const size_t *qoff,
                       const size_t *pix, const mrt_q_rqt *q, size_t c0, uint8_t *t) {

@@ -154,8 +154,9 @@ void mrt_qgemm_mt(mrt_pool *pool, const mrt_qgemm_kernel *kern, size_t m, size_t
  * mrt_qgemm_quads_interleave, so that quad q (four channels at one tap) of grid
  * column g is the 4 bytes at planes + qoff[q] + 4 g. The tile's rows are the
  * output's oh x ow pixels (pixel (py, px) reads grid column py gw + px: no dropped
- * columns), 8 a tile (7 where the pixels come in sevens), broadcast from there; its columns m output channels, 32 a
- * tile, their int8 weights (w [m][cin][taps]) packed by mrt_qgemm_quads_pack_b in
+ * columns), 8 a tile (7 where the pixels come in sevens and 8-row tiles would
+ * compute over 1/16 more: 7 x 7 planes), broadcast from there; its columns m output
+ * channels, 32 a tile, their int8 weights (w [m][cin][taps]) packed by mrt_qgemm_quads_pack_b in
  * the same K order. y (channel-major, rq->ldy = oh ow) gets A B plus each channel's
  * bias (the caller folds -zx sum(w) into it), requantised per column (rq->per_col;
  * bias and scale padded to m rounded up to 32).
