@@ -541,6 +541,67 @@ def fuse_conv_epilogue(g: Graph, available: set[tuple[str, str]]) -> bool:
     return changed
 
 
+# A ScaledConv multiplies W's floats (M x K) each run instead of X (C x H x W):
+# fused where the weights are this many times smaller, or more (EfficientNet-B0's
+# squeeze-excitations from 112 x 112 down to 28 x 28: 784 to 20 times; its 14 x 14
+# ones, 2.5 times, keep the Mul).
+_SCALE_FUSE_RATIO = 8
+
+
+def fuse_conv_input_scale(g: Graph, available: set[tuple[str, str]]) -> bool:
+    """Mul(X, S) -> Conv or FusedConv without an activation (X of shape N x C x ...,
+    S one value per channel computed at run time: a squeeze-excitation's gate) ->
+    ScaledConv (ai.minibuild), when the Mul's output feeds only that convolution's X,
+    the convolution has one group and constant weights far smaller than X
+    (_SCALE_FUSE_RATIO). The convolution's residual, if any, follows S."""
+    if (_MINIBUILD, "ScaledConv") not in available:
+        return False
+    changed = False
+    for mul in list(g.nodes):
+        if mul not in g.nodes or mul.domain != "" or mul.op_type != "Mul" or not _is_f32(g, mul.output[0]):
+            continue
+        conv = _single_consumer(g, mul.output[0])
+        if (conv is None or conv.op_type not in ("Conv", "FusedConv") or conv.domain not in ("", _MINIBUILD)
+                or conv.input[0] != mul.output[0] or mul.output[0] in conv.input[1:]
+                or _attr(conv, "group", 1) != 1 or _attr(conv, "activation") is not None
+                or conv.input[1] not in g.consts):
+            continue
+        out_shape = g.value_info.get(mul.output[0], (0, None))[1]
+        shapes = [g.value_info.get(i, (0, None))[1] for i in mul.input]
+        if out_shape is None or any(s is None for s in shapes) or len(out_shape) < 3 or \
+                not all(isinstance(d, int) and d > 0 for d in out_shape):
+            continue
+        big = [k for k in (0, 1) if tuple(shapes[k]) == tuple(out_shape)]
+        if len(big) != 1:
+            continue
+        x, s = mul.input[big[0]], mul.input[1 - big[0]]
+        ss, c = tuple(shapes[1 - big[0]]), out_shape[1]
+        # S: one value per channel along axis 1 (1 x C x 1 x 1, or C x 1 x 1); a
+        # constant S is the weights' business (fold_affine), not this rewrite's
+        if (s in g.consts or not all(isinstance(d, int) for d in ss) or int(np.prod(ss)) != c
+                or len(ss) < len(out_shape) - 1 or ss[len(ss) - len(out_shape) + 1] != c):
+            continue
+        w = g.consts[conv.input[1]]
+        if w.ndim != len(out_shape) or w.shape[1] != c or w.size * _SCALE_FUSE_RATIO > int(np.prod(out_shape[1:])):
+            continue
+        residual = conv.input[3] if conv.op_type == "FusedConv" and _attr(conv, "residual", 0) == 1 else None
+        inputs = [x, conv.input[1], conv.input[2] if len(conv.input) > 2 else "", s] + ([residual] if residual else [])
+        fused = helper.make_node("ScaledConv", inputs, [conv.output[0]], name=conv.name, domain=_MINIBUILD)
+        fused.attribute.extend(a for a in conv.attribute if a.name != "residual")
+        if residual:
+            fused.attribute.append(helper.make_attribute("residual", 1))
+        g.value_info.pop(mul.output[0], None)
+        g.nodes[g.nodes.index(conv)] = fused
+        g.nodes.remove(mul)
+        g.touch()
+        g.absorb(fused.name, f"Mul + {conv.op_type} fused into ScaledConv", [conv, mul])
+        g.log.append(f"fused Mul {mul.name} + {conv.op_type} {conv.name} into ScaledConv")
+        changed = True
+    if changed:
+        g.opsets.setdefault(_MINIBUILD, 1)
+    return changed
+
+
 def fuse_activations(g: Graph, available: set[tuple[str, str]]) -> bool:
     """Conv/Gemm followed by Relu/Clip -> FusedConv/FusedGemm (ai.minibuild), when the build has them."""
     changed = False
@@ -1505,6 +1566,7 @@ def optimize(g: Graph, available: set[tuple[str, str]]) -> Graph:
     fuse_silu(g, available)  # first: Conv -> SiLU fuses into the convolution
     fuse_conv_epilogue(g, available)
     fuse_activations(g, available)
+    fuse_conv_input_scale(g, available)  # after the epilogue: the residual rides along
     # Gelu first: a linear layer's Gelu joins its FusedMatMulAct.
     for fuse in (fuse_gelu, fuse_dynamic_matmul, fuse_matmul_bias, fuse_layernorm):
         fuse(g, available)

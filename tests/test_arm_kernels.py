@@ -14,7 +14,8 @@ multiples of the vector width so the tails run too:
 - activations: Erf, Gelu, Mish, SiLU, Softmax over [-100, 100] in one long row, and
   Gelu / Erf accuracy against float64 (vmath.h's stated bounds);
 - conv_epilogue: FusedConv / FusedConvAct's residual Add, clamps, LeakyRelu, SiLU,
-  Sigmoid and HardSwish on the NEON GEMM tiles and the depthwise planes;
+  Sigmoid and HardSwish on the NEON GEMM tiles and the depthwise planes, and
+  ScaledConv (a squeeze-excitation's Mul joined to the next conv);
 - int8: the dynamic-quantisation kernels (DynamicQuantizeLinear, MatMulInteger and
   ConvInteger on qgemm's NEON tiles, Quantize/DequantizeLinear);
 - typed: the non-float kernels (Gather, Where, Cast, Expand, comparisons, logic,
@@ -163,7 +164,8 @@ def conv_epilogue_block():
     """FusedConv / FusedConvAct epilogues on the NEON tiles (8 x 8 on aarch64, 4 x 8
     on armv7, ragged rows and columns) and depthwise planes: a residual Add + Relu
     after a pointwise and a 3x3 conv, an Add alone after a grouped conv, HardSwish
-    after a depthwise one, x*Sigmoid(x) (SiLU), Sigmoid and LeakyRelu."""
+    after a depthwise one, x*Sigmoid(x) (SiLU), Sigmoid and LeakyRelu; a
+    squeeze-excitation gate's Mul in the next conv (ScaledConv)."""
     g = Graph()
     feeds = {"x": randn(1, 12, 9, 11)}
     w = lambda *s: g.const(randn(*s, scale=float(np.prod(s[1:])) ** -0.5))
@@ -179,7 +181,10 @@ def conv_epilogue_block():
     silu = g.op("Mul", [e, g.op("Sigmoid", [e])], out="silu")
     sig = g.op("Sigmoid", [g.op("Conv", [silu, w(7, 20, 3, 3), b(7)], strides=[2, 2])], out="sigmoid")
     leaky = g.op("LeakyRelu", [g.op("Conv", [silu, w(9, 20, 1, 1)])], out="leaky", alpha=0.2)
-    return g.model(feeds, [r2, dw, gr, sig, leaky], opset=17), feeds
+    gate = g.op("Sigmoid", [g.op("Conv", [g.op("Relu", [g.op("Conv", [g.op("GlobalAveragePool", [silu]),
+                                                                         w(4, 20, 1, 1)])]), w(20, 4, 1, 1)])])
+    scaled = g.op("Conv", [g.op("Mul", [silu, gate]), w(6, 20, 1, 1), b(6)], out="scaled")
+    return g.model(feeds, [r2, dw, gr, sig, leaky, scaled], opset=17), feeds
 
 
 def depthwise_block():
@@ -450,7 +455,8 @@ def test_models_reach_the_kernels_they_are_for(arm_build):
     want = {("ai.onnx", o) for o in ("MatMul", "Softmax", "LogSoftmax", "LayerNormalization", "Gelu", "Erf", "Pow",
                                      "ReduceSum", "ReduceMean", "ReduceMax", "Resize", "ConvTranspose", "PRelu",
                                      "Mish", "Add", "Div", "Transpose")} | {("ai.minibuild", "SiLU")}
-    want |= {("ai.minibuild", "FusedConv"), ("ai.minibuild", "FusedConvAct"), ("ai.minibuild", "FusedMatMul")}
+    want |= {("ai.minibuild", "FusedConv"), ("ai.minibuild", "FusedConvAct"), ("ai.minibuild", "FusedMatMul"),
+             ("ai.minibuild", "ScaledConv")}
     assert want <= ops, want - ops
 
 

@@ -84,12 +84,17 @@ def small_image_convs():
 def conv_epilogues():
     """FusedConv / FusedConvAct epilogues on work big enough to split: a residual
     Add + Relu after a 3x3 and a 1x1 conv (the GEMM split along its columns), a
-    depthwise conv + HardSwish (split by planes), a SiLU and a Sigmoid conv."""
+    depthwise conv + HardSwish (split by planes), a SiLU and a Sigmoid conv, and a
+    squeeze-excitation gate on the SiLU's output whose Mul joins the 1x1 conv after
+    it (ScaledConv)."""
     inits = [numpy_helper.from_array(randn(32, 32, 3, 3, scale=0.06), "w1"), numpy_helper.from_array(randn(32), "b1"),
              numpy_helper.from_array(randn(32, 32, 1, 1, scale=0.2), "w2"),
              numpy_helper.from_array(randn(32, 1, 3, 3, scale=0.3), "w3"), numpy_helper.from_array(randn(32), "b3"),
              numpy_helper.from_array(randn(48, 32, 1, 1, scale=0.2), "w4"),
-             numpy_helper.from_array(randn(16, 48, 3, 3, scale=0.05), "w5")]
+             numpy_helper.from_array(randn(16, 48, 3, 3, scale=0.05), "w5"),
+             numpy_helper.from_array(randn(8, 48, 1, 1, scale=0.3), "wg1"),
+             numpy_helper.from_array(randn(48, 8, 1, 1, scale=0.5), "wg2"),
+             numpy_helper.from_array(randn(24, 48, 1, 1, scale=0.2), "w6")]
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
              helper.make_node("Add", ["c1", "x"], ["s1"]),
              helper.make_node("Relu", ["s1"], ["r1"]),
@@ -102,9 +107,16 @@ def conv_epilogues():
              helper.make_node("Sigmoid", ["c4"], ["g4"]),
              helper.make_node("Mul", ["c4", "g4"], ["y4"]),
              helper.make_node("Conv", ["y4", "w5"], ["c5"], pads=[1, 1, 1, 1], strides=[2, 2]),
-             helper.make_node("Sigmoid", ["c5"], ["y"])]
+             helper.make_node("Sigmoid", ["c5"], ["y"]),
+             helper.make_node("GlobalAveragePool", ["y4"], ["p6"]),
+             helper.make_node("Conv", ["p6", "wg1"], ["q6"]),
+             helper.make_node("Relu", ["q6"], ["q6r"]),
+             helper.make_node("Conv", ["q6r", "wg2"], ["q6g"]),
+             helper.make_node("Sigmoid", ["q6g"], ["g6"]),
+             helper.make_node("Mul", ["y4", "g6"], ["s6"]),
+             helper.make_node("Conv", ["s6", "w6"], ["z"])]
     feeds = {"x": randn(1, 32, 40, 43)}
-    return _model(nodes, inits, feeds, ["y", "r2"]), feeds
+    return _model(nodes, inits, feeds, ["y", "r2", "z"]), feeds
 
 
 def cnn_convs():

@@ -10,7 +10,8 @@
  * ([alpha]); FusedConvAct's is Sigmoid, SiLU or HardSwish, run by vmath.h's
  * array functions, the very ones the standalone kernels run, so fused outputs
  * equal unfused ones. They are two ops so that a build whose convolutions
- * only clamp (MobileNetV2) carries none of the vmath code.
+ * only clamp (MobileNetV2) carries none of the vmath code. ScaledConv (at the
+ * end) is Conv of X scaled per input channel, [+ R].
  */
 #include "conv_core.h"
 #include "gemm.h" /* mrt_sgemm_activation */
@@ -81,6 +82,80 @@ mrt_status mrt_fusedconvact_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
 }
 
 void mrt_fusedconvact_run_f32(const mrt_node *node, void *scratch) { mrt_conv_core_run_f32(node, scratch); }
+#endif
+
+#if defined(MRT_OP_ScaledConv)
+/*
+ * ScaledConv: Conv(X * S, W) + B [+ R], S one factor per input channel (the
+ * squeeze-excitation's Mul, any shape of C_in elements), group 1. Scaling input
+ * channel c scales W's column c, so each run multiplies W's M x K floats into a
+ * copy and runs the core on that: the graph rewrite (minibuild/optimize.py)
+ * picks it only where the weights are far smaller than X, so the product costs
+ * less than the Mul's pass over X it removes (and the conv reads X as the
+ * previous node left it, not the Mul's fresh copy). The core sees a node of its
+ * own, [X, W', B, R], whose W' is a tensor of this node's (not constant: the
+ * core then packs it per run, never at prepare).
+ */
+typedef struct mrt_scaledconv {
+  mrt_node core;        /* the node the conv core prepares and runs */
+  mrt_tensor *in[4];    /* its inputs: X, &w, B, R */
+  mrt_tensor w;         /* W' = W (.) S, in memory of this node's */
+  size_t taps, c_in, m; /* W as M x (C_in x taps) */
+} mrt_scaledconv;
+
+MRT_PREPARE_CODE
+mrt_status mrt_scaledconv_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
+  mrt_status st = mrt_check_arity(ctx, node, 2, 5, 1, 1); /* B may be omitted: S is checked below */
+  if (st != MRT_STATUS_OK) return st;
+  const int64_t residual = mrt_attr_int(node, "residual", 0);
+  if (residual != 0 && residual != 1)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "residual must be 0 or 1, got %lld",
+                         (long long)residual);
+  if (mrt_attr_int(node, "group", 1) != 1)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "ScaledConv takes group = 1 only");
+  const mrt_tensor *x = node->inputs[0], *w = node->inputs[1], *s = node->n_inputs > 3 ? node->inputs[3] : NULL;
+  if (!x || !w || !s) return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "X, W and S are required");
+  if ((st = mrt_check_dtype(ctx, node, s, MRT_DTYPE_FLOAT32)) != MRT_STATUS_OK) return st;
+  if ((st = mrt_check_dtype(ctx, node, w, MRT_DTYPE_FLOAT32)) != MRT_STATUS_OK) return st;
+  if (x->ndim < 3 || w->ndim != x->ndim || w->dims[1] != x->dims[1] || s->count != (size_t)x->dims[1])
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL,
+                         "S must hold one factor per input channel of X, and W's dim 1 must be X's channels");
+  mrt_scaledconv *sc = (mrt_scaledconv *)mrt_ctx_alloc(ctx, sizeof *sc);
+  if (!sc) return MRT_STATUS_OUT_OF_MEMORY;
+  sc->w = *w;
+  sc->w.is_constant = 0;
+  sc->w.data = mrt_ctx_alloc(ctx, w->nbytes + 64);
+  if (!sc->w.data) return MRT_STATUS_OUT_OF_MEMORY;
+  sc->w.data = (void *)(((uintptr_t)sc->w.data + 63) & ~(uintptr_t)63);
+  sc->m = (size_t)w->dims[0];
+  sc->c_in = (size_t)w->dims[1];
+  sc->taps = w->count / sc->m / sc->c_in;
+  sc->in[0] = node->inputs[0];
+  sc->in[1] = &sc->w;
+  sc->in[2] = node->inputs[2];
+  sc->in[3] = residual ? node->inputs[4] : NULL;
+  if (residual && (node->n_inputs < 5 || !node->inputs[4]))
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "input 4 (the residual added to Y) is required");
+  sc->core = *node;
+  sc->core.inputs = sc->in;
+  sc->core.n_inputs = residual ? 4 : 3;
+  sc->core.params = NULL;
+  if ((st = mrt_conv_core_prepare_f32(&sc->core, ctx, NULL, (int)residual)) != MRT_STATUS_OK) return st;
+  node->params = sc;
+  return MRT_STATUS_OK;
+}
+
+void mrt_scaledconv_run_f32(const mrt_node *node, void *scratch) {
+  const mrt_scaledconv *sc = (const mrt_scaledconv *)node->params;
+  const float *w = (const float *)node->inputs[1]->data, *s = (const float *)node->inputs[3]->data;
+  float *ws = (float *)sc->w.data;
+  for (size_t o = 0; o < sc->m; ++o)
+    for (size_t c = 0; c < sc->c_in; ++c) {
+      const size_t k = (o * sc->c_in + c) * sc->taps;
+      for (size_t t = 0; t < sc->taps; ++t) ws[k + t] = w[k + t] * s[c];
+    }
+  mrt_conv_core_run_f32(&sc->core, scratch);
+}
 #endif
 
 #endif /* MRT_TYPE_float32 */
