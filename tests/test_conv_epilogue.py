@@ -346,6 +346,7 @@ RESIDUAL_SHAPES = [
     (16, 19, 5, 6, 3),
     (40, 48, 5, 10, 3),
     (64, 64, 9, 9, 1),
+    (300, 136, 7, 7, 1),  # 49 columns, whole row tiles, packed B: the 8 x 48 + 1 tile adds the residual too
 ]
 
 

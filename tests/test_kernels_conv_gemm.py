@@ -64,7 +64,8 @@ def check(model, feeds, tol=TOL):
 # --- Gemm ------------------------------------------------------------------------------
 
 GEMM_SIZES = [(1, 1, 1), (1, 1000, 300), (5, 7, 3), (6, 16, 256), (7, 17, 257), (13, 33, 600), (130, 70, 30),
-              (17, 50, 600)]  # N = 48 + 2: the two-column edge tile over three k blocks
+              (17, 50, 600),  # N = 48 + 2: the two-column edge tile over three k blocks
+              (24, 49, 600), (16, 97, 300)]  # N = 48 + 1, 96 + 1: the 8 x 48 + 1 tile (whole row tiles)
 
 
 @pytest.mark.parametrize("m,n,k", GEMM_SIZES)
