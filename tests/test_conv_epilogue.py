@@ -347,6 +347,7 @@ RESIDUAL_SHAPES = [
     (40, 48, 5, 10, 3),
     (64, 64, 9, 9, 1),
     (300, 136, 7, 7, 1),  # 49 columns, whole row tiles, packed B: the 8 x 48 + 1 tile adds the residual too
+    (200, 136, 14, 14, 1),  # 196 columns: the 8 x 48 + 4 tile
 ]
 
 

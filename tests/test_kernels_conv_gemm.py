@@ -65,7 +65,8 @@ def check(model, feeds, tol=TOL):
 
 GEMM_SIZES = [(1, 1, 1), (1, 1000, 300), (5, 7, 3), (6, 16, 256), (7, 17, 257), (13, 33, 600), (130, 70, 30),
               (17, 50, 600),  # N = 48 + 2: the two-column edge tile over three k blocks
-              (24, 49, 600), (16, 97, 300)]  # N = 48 + 1, 96 + 1: the 8 x 48 + 1 tile (whole row tiles)
+              (24, 49, 600), (16, 97, 300),  # N = 48 + 1, 96 + 1: the 8 x 48 + 1 tile (whole row tiles)
+              (16, 52, 300), (24, 196, 600)]  # N = 48 + 4, 4 x 48 + 4: the 8 x 48 + 4 tile
 
 
 @pytest.mark.parametrize("m,n,k", GEMM_SIZES)
@@ -506,3 +507,20 @@ def test_dense_convs_without_im2col(isa, conv, pattern):
     np.testing.assert_allclose(got[0], want, rtol=1e-4, atol=1e-4)
     for g in got[1:]:
         assert g.tobytes() == got[0].tobytes()
+
+
+@pytest.mark.parametrize("hw,m", [((7, 7), 100), ((14, 14), 100), ((7, 7), 136), ((14, 14), 200)])
+def test_extra_column_tiles_same_bytes_at_every_thread_count(hw, m):
+    """1x1 convolutions on 49 and 196 pixels (48 + 1, 4 x 48 + 4 columns), with a
+    residual and Relu: a thread split that leaves a range of whole row tiles runs the
+    8 x 48 + 1 / + 4 tiles, a range with a ragged row tile (100 rows) the edge tiles;
+    either way every output is the same bytes."""
+    feeds = {"x": randn(1, 300, *hw), "r": randn(1, m, *hw)}
+    consts = {"w": randn(m, 300, 1, 1) * 0.06, "b": randn(m)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"]),
+             helper.make_node("Add", ["c", "r"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+    model = model_of(nodes, feeds, consts)
+    check(model, feeds)
+    one = testing.run_with_minirt(model, feeds)[0]
+    for threads in (2, 3):
+        np.testing.assert_array_equal(testing.run_with_minirt(model, feeds, threads=threads)[0], one)

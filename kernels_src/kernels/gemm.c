@@ -265,6 +265,37 @@ MRT_SGEMM_TILE(mrt_sgemm_kernel_8x48__avx512, MRT_AVX512, mrt_v16f, 16, 8, 3, 8,
     mrt_sgemm_col_store(t_, 8, 48, c, ldc, args);                                               \
   }
 MRT_SGEMM_TILE(mrt_sgemm_kernel_8x49__avx512, MRT_AVX512, mrt_v16f, 16, 8, 3, 8, 48)
+/* And with four more columns (N = 196 on 14 x 14 planes: 4 x 48 + 4), where an
+ * 8 x 16 edge tile spent 8 zmm FMAs a k step on them: two zmm accumulators
+ * ([column 0 | 1], [2 | 3], eight rows each), the A panel's eight rows loaded
+ * into both halves, args->xcol the columns' expanded copy (per k step 16
+ * floats: b[k][0] eight times, b[k][1] eight times, then columns 2 and 3).
+ * Each output sums in k order as the 8 x 16 tile's do and goes through the
+ * same epilogue steps (mrt_sgemm_col_store), so a thread split that hands the
+ * columns to the edge tile instead gives the same bytes. */
+#undef MRT_SGEMM_XCOL_DECL
+#undef MRT_SGEMM_XCOL_STEP
+#undef MRT_SGEMM_XCOL_STORE
+#define MRT_SGEMM_XCOL_DECL mrt_v16f xq0 = (mrt_v16f){0}, xq1 = (mrt_v16f){0};
+#define MRT_SGEMM_XCOL_STEP(a, q)                                                               \
+  do {                                                                                          \
+    mrt_v8f ah_;                                                                                \
+    mrt_v16f b0_, b1_;                                                                          \
+    __builtin_memcpy(&ah_, (a), sizeof ah_);                                                    \
+    const mrt_v16f av_ = __builtin_shufflevector(ah_, ah_, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7); \
+    __builtin_memcpy(&b0_, args->xcol + (q) * 32, sizeof b0_);                                  \
+    __builtin_memcpy(&b1_, args->xcol + (q) * 32 + 16, sizeof b1_);                             \
+    xq0 += av_ * b0_;                                                                           \
+    xq1 += av_ * b1_;                                                                           \
+  } while (0)
+#define MRT_SGEMM_XCOL_STORE                                                                    \
+  {                                                                                             \
+    float t_[32];                                                                               \
+    __builtin_memcpy(t_, &xq0, sizeof xq0);                                                     \
+    __builtin_memcpy(t_ + 16, &xq1, sizeof xq1);                                                \
+    for (int j_ = 0; j_ < 4; ++j_) mrt_sgemm_col_store(t_ + 8 * j_, 8, 48 + (size_t)j_, c, ldc, args); \
+  }
+MRT_SGEMM_TILE(mrt_sgemm_kernel_8x52__avx512, MRT_AVX512, mrt_v16f, 16, 8, 3, 8, 48)
 #undef MRT_SGEMM_XCOL_DECL
 #undef MRT_SGEMM_XCOL_STEP
 #undef MRT_SGEMM_XCOL_STORE
@@ -683,7 +714,7 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
 #endif
   float tmp_c[384], tmp_row[32], tmp_col[64];
 #if MRT_SGEMM_AVX512
-  float edge_b[2 * MRT_SGEMM_KC]; /* the 8 x 2 tile's B (the edge tiles below) */
+  float edge_b[32 * MRT_SGEMM_KC]; /* the 8 x 2 tile's B, the 8 x 48 + 1 / + 4 tiles' extra columns */
   const float *edge_src = NULL;
 #endif
   MRT_ASSERT(mr * nr <= 384 && mr <= 32 && nr <= 64);
@@ -757,13 +788,19 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
           a_ready = a_keep;
         }
 #if MRT_SGEMM_AVX512
-        /* One column past whole panels (N = 49) and whole row tiles: the
-         * last full panel's tiles take it as their 49th (8 x 48 + 1), from a
-         * compact copy of the ragged panel's column made once a k block. */
-        const int xcol = kern == &mrt_sgemm_avx512 && bskip == 0 && ncur > nr && ncur % nr == 1 && mcur % mr == 0;
+        /* One or four columns past whole panels (N = 49, 196) and whole row
+         * tiles: the last full panel's tiles take them (8 x 48 + 1, + 4), from
+         * a copy of the ragged panel's columns made once a k block. */
+        const size_t xw = ncur % nr; /* the ragged panel's columns */
+        const int xcol = kern == &mrt_sgemm_avx512 && bskip == 0 && ncur > nr && (xw == 1 || xw == 4) &&
+                         mcur % mr == 0;
         if (xcol && edge_src != bp) {
-          const float *pe = bp + (ncur - 1) * kcur;
-          for (size_t q = 0; q < kcur; ++q) edge_b[q] = pe[q * nr];
+          const float *pe = bp + (ncur - xw) * kcur;
+          if (xw == 1)
+            for (size_t q = 0; q < kcur; ++q) edge_b[q] = pe[q * nr];
+          else
+            for (size_t q = 0; q < kcur; ++q)
+              for (size_t j = 0; j < 32; ++j) edge_b[q * 32 + j] = pe[q * nr + j / 8];
           edge_src = bp;
         }
         args.xcol = edge_b;
@@ -779,7 +816,7 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
 #endif
             const size_t mm = mrt_min(mr, mcur - ir), i = i0 + ir;
 #if MRT_SGEMM_AVX512
-            if (xcol && jr == ncur - 1) continue; /* done by the 8 x 48 + 1 tiles */
+            if (xcol && jr == ncur - xw) continue; /* done by the 8 x 48 + 1 / + 4 tiles */
 #endif
             float *cp = c + i * ldc + j;
             args.bias_row = ep && ep->bias_row ? ep->bias_row + i : NULL;
@@ -807,8 +844,9 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
 #endif
             if (mm == mr && nn == nr) {
 #if MRT_SGEMM_AVX512
-              if (xcol && jr + nr == ncur - 1) {
-                mrt_sgemm_kernel_8x49__avx512(kcur, ap + ir * kcur, bt, cp, ldc, &args);
+              if (xcol && jr + nr == ncur - xw) {
+                (xw == 1 ? mrt_sgemm_kernel_8x49__avx512 : mrt_sgemm_kernel_8x52__avx512)(kcur, ap + ir * kcur, bt, cp,
+                                                                                          ldc, &args);
                 continue;
               }
 #endif
