@@ -27,15 +27,25 @@ mrt_status mrt_conv_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
 void mrt_conv_run_f32(const mrt_node *node, void *scratch) { mrt_conv_core_run_f32(node, scratch); }
 #endif
 
+#if defined(MRT_OP_FusedConv) || defined(MRT_OP_FusedConvAct) || defined(MRT_OP_ScaledConv)
+/* The fused ops' residual attribute: 0 or 1. */
+MRT_PREPARE_CODE
+static mrt_status mrt_residual_attr(mrt_node *node, mrt_ctx *ctx, int *residual) {
+  const int64_t r = mrt_attr_int(node, "residual", 0);
+  if (r != 0 && r != 1)
+    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "residual must be 0 or 1, got %lld", (long long)r);
+  *residual = (int)r;
+  return MRT_STATUS_OK;
+}
+#endif
+
 #if defined(MRT_OP_FusedConv) || defined(MRT_OP_FusedConvAct)
 /* The residual attribute, then the core's prepare. */
 MRT_PREPARE_CODE
 static mrt_status mrt_fused_prepare(mrt_node *node, mrt_ctx *ctx, const mrt_conv_act *act) {
-  const int64_t residual = mrt_attr_int(node, "residual", 0);
-  if (residual != 0 && residual != 1)
-    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "residual must be 0 or 1, got %lld",
-                         (long long)residual);
-  return mrt_conv_core_prepare_f32(node, ctx, act, (int)residual);
+  int residual;
+  const mrt_status st = mrt_residual_attr(node, ctx, &residual);
+  return st != MRT_STATUS_OK ? st : mrt_conv_core_prepare_f32(node, ctx, act, residual);
 }
 #endif
 
@@ -106,11 +116,8 @@ typedef struct mrt_scaledconv {
 MRT_PREPARE_CODE
 mrt_status mrt_scaledconv_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   mrt_status st = mrt_check_arity(ctx, node, 2, 5, 1, 1); /* B may be omitted: S is checked below */
-  if (st != MRT_STATUS_OK) return st;
-  const int64_t residual = mrt_attr_int(node, "residual", 0);
-  if (residual != 0 && residual != 1)
-    return mrt_ctx_error(ctx, node, MRT_STATUS_INVALID_MODEL, "residual must be 0 or 1, got %lld",
-                         (long long)residual);
+  int residual;
+  if (st != MRT_STATUS_OK || (st = mrt_residual_attr(node, ctx, &residual)) != MRT_STATUS_OK) return st;
   if (mrt_attr_int(node, "group", 1) != 1)
     return mrt_ctx_error(ctx, node, MRT_STATUS_UNSUPPORTED, "ScaledConv takes group = 1 only");
   const mrt_tensor *x = node->inputs[0], *w = node->inputs[1], *s = node->n_inputs > 3 ? node->inputs[3] : NULL;
@@ -124,9 +131,8 @@ mrt_status mrt_scaledconv_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   if (!sc) return MRT_STATUS_OUT_OF_MEMORY;
   sc->w = *w;
   sc->w.is_constant = 0;
-  sc->w.data = mrt_ctx_alloc(ctx, w->nbytes + 64);
+  sc->w.data = mrt_ctx_alloc(ctx, w->nbytes); /* 64-byte aligned */
   if (!sc->w.data) return MRT_STATUS_OUT_OF_MEMORY;
-  sc->w.data = (void *)(((uintptr_t)sc->w.data + 63) & ~(uintptr_t)63);
   sc->m = (size_t)w->dims[0];
   sc->c_in = (size_t)w->dims[1];
   sc->taps = w->count / sc->m / sc->c_in;
@@ -140,7 +146,7 @@ mrt_status mrt_scaledconv_prepare_f32(mrt_node *node, mrt_ctx *ctx) {
   sc->core.inputs = sc->in;
   sc->core.n_inputs = residual ? 4 : 3;
   sc->core.params = NULL;
-  if ((st = mrt_conv_core_prepare_f32(&sc->core, ctx, NULL, (int)residual)) != MRT_STATUS_OK) return st;
+  if ((st = mrt_conv_core_prepare_f32(&sc->core, ctx, NULL, residual)) != MRT_STATUS_OK) return st;
   node->params = sc;
   return MRT_STATUS_OK;
 }

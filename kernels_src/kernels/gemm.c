@@ -33,8 +33,8 @@ typedef float mrt_v16f __attribute__((vector_size(64)));
 #ifndef MRT_SGEMM_PF
 #define MRT_SGEMM_PF(a, b, AS, BS)
 #endif
-/* One more column of C (the 8 x 48 + 1 tile, mrt_sgemm_range): its state, its
- * k step and its store; nothing in the other tiles. */
+/* More columns of C (the 8 x 48 + 1 and + 4 tiles, mrt_sgemm_range): their
+ * state, k step and store; nothing in the other tiles. */
 #define MRT_SGEMM_XCOL_DECL
 #define MRT_SGEMM_XCOL_STEP(a, q)
 #define MRT_SGEMM_XCOL_STORE
@@ -647,6 +647,18 @@ static void mrt_sgemm_pack_b_block(const mrt_sgemm_kernel *kern, size_t nr, cons
   mrt_sgemm_pack_strided(b->data, b->cs, b->rs, b->scale, j0, nc, k0, kc, nr, dst);
 }
 
+#if MRT_SGEMM_AVX512
+/* The first `cols` columns of a packed panel (kc steps, nr floats apart), each
+ * value `rep` times, a k step's cols x rep floats together: the 8 x 2 tile's B
+ * (2, 1), the 8 x 48 + 1 tile's column (1, 1), the + 4 tile's (4, 8). */
+static void mrt_sgemm_edge_copy(size_t kc, const float *panel, size_t nr, size_t cols, size_t rep,
+                                float *MRT_RESTRICT dst) {
+  for (size_t q = 0; q < kc; ++q)
+    for (size_t j = 0; j < cols; ++j)
+      for (size_t i = 0; i < rep; ++i) *dst++ = panel[q * nr + j];
+}
+#endif
+
 /* The block C[i_lo..i_hi, j_lo..j_hi) of the product (i_lo a multiple of mr,
  * j_lo of nr: packed operands are found by absolute panel), with one
  * thread's scratch. */
@@ -716,6 +728,7 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
 #if MRT_SGEMM_AVX512
   float edge_b[32 * MRT_SGEMM_KC]; /* the 8 x 2 tile's B, the 8 x 48 + 1 / + 4 tiles' extra columns */
   const float *edge_src = NULL;
+  args.xcol = edge_b;
 #endif
   MRT_ASSERT(mr * nr <= 384 && mr <= 32 && nr <= 64);
 #if MRT_SGEMM_TILE_RES
@@ -794,16 +807,8 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
         const size_t xw = ncur % nr; /* the ragged panel's columns */
         const int xcol = kern == &mrt_sgemm_avx512 && bskip == 0 && ncur > nr && (xw == 1 || xw == 4) &&
                          mcur % mr == 0;
-        if (xcol && edge_src != bp) {
-          const float *pe = bp + (ncur - xw) * kcur;
-          if (xw == 1)
-            for (size_t q = 0; q < kcur; ++q) edge_b[q] = pe[q * nr];
-          else
-            for (size_t q = 0; q < kcur; ++q)
-              for (size_t j = 0; j < 32; ++j) edge_b[q * 32 + j] = pe[q * nr + j / 8];
-          edge_src = bp;
-        }
-        args.xcol = edge_b;
+        if (xcol && edge_src != bp)
+          mrt_sgemm_edge_copy(kcur, bp + (ncur - xw) * kcur, nr, xw, xw == 1 ? 1 : 8, edge_b), edge_src = bp;
         const size_t tiles_m = (mcur + mr - 1) / mr, tiles_n = (ncur + nr - 1) / nr;
         for (size_t to = 0; to < (rows_first ? tiles_m : tiles_n); ++to) {
           for (size_t ti = 0; ti < (rows_first ? tiles_n : tiles_m); ++ti) {
@@ -891,10 +896,7 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
                  * two floats sat on a cache line of their own, every tile
                  * reading kcur lines for 8 bytes each (1x1 960 -> 320 on
                  * 7 x 7, one thread: 297 -> 285 us; 257 on 6 x 8). */
-                if (edge_src != bt) {
-                  for (size_t q = 0; q < kcur; ++q) edge_b[2 * q] = bt[q * nr], edge_b[2 * q + 1] = bt[q * nr + 1];
-                  edge_src = bt;
-                }
+                if (edge_src != bt) mrt_sgemm_edge_copy(kcur, bt, nr, 2, 1, edge_b), edge_src = bt;
                 tile(kcur, ap + ir * kcur, edge_b, tmp_c, nr, &args);
               } else
 #endif

@@ -66,7 +66,7 @@ typedef struct mrt_sgemm_tile_args {
 #endif
 #if MRT_SGEMM_AVX512
   size_t ldb;            /* B's row stride for the tile that reads B in place (gemm.c) */
-  const float *xcol;     /* the 8 x 48 + 1 tile's 49th column of B, one float a k step (gemm.c) */
+  const float *xcol;     /* the 8 x 48 + 1 / + 4 tiles' extra columns of B (gemm.c) */
 #endif
 } mrt_sgemm_tile_args;
 
