@@ -264,3 +264,33 @@ def test_depthwise_rows_threads(isa, case):
     one = check(model, feeds, fused, threads=1)
     for threads in (2, 4):
         assert np.array_equal(one, check(model, feeds, fused, threads=threads))
+
+
+# AVX-512 runs 3x3, stride 1, pads 1 layers 16 or fewer outputs wide on the
+# narrow path: a vector holds 16 // W whole rows and every tap is a masked load
+# from the plane. Planes of one vector and of several; heights that leave a
+# last vector of fewer rows (7 rows of width 7 at 2 a vector, 11 of width 3 at
+# 5), exact multiples (16 of width 4), one row, width 1 and 16.
+NARROW = {
+    "w14_h14": (14, 14), "w7_h7": (7, 7), "w16_h5": (5, 16), "w8_h9": (9, 8), "w5_h6": (6, 5),
+    "w1_h3": (3, 1), "w2_h1": (1, 2), "w3_h11": (11, 3), "w9_h2": (2, 9), "w13_h4": (4, 13),
+    "w4_h16": (16, 4), "w6_h13": (13, 6), "w15_h3": (3, 15),
+}
+
+
+@pytest.mark.parametrize("isa", ISAS, indirect=True)
+@pytest.mark.parametrize("shape", sorted(NARROW))
+def test_depthwise_narrow(isa, shape):
+    model, feeds, fused = dw_model((1, 19, *NARROW[shape]), 3, {"pads": [1, 1, 1, 1]}, "relu6", seed=len(shape))
+    check(model, feeds, fused)
+
+
+@pytest.mark.parametrize("isa", ISAS, indirect=True)
+@pytest.mark.parametrize("tail", ["none", "silu", "add", "add_relu6"])
+def test_depthwise_narrow_fused_threads(isa, tail):
+    """Activations after the clamp and the residual, batch 2, on 1, 2 and 4
+    threads: the same bytes each time."""
+    model, feeds, fused = dw_model((2, 37, 7, 7), 3, {"pads": [1, 1, 1, 1]}, tail, bias=tail != "add")
+    one = check(model, feeds, fused, threads=1)
+    for threads in (2, 4):
+        assert np.array_equal(one, check(model, feeds, fused, threads=threads))
