@@ -294,3 +294,32 @@ def test_depthwise_narrow_fused_threads(isa, tail):
     one = check(model, feeds, fused, threads=1)
     for threads in (2, 4):
         assert np.array_equal(one, check(model, feeds, fused, threads=threads))
+
+
+# Stride 2 on the narrow path (outputs 6 to 16 wide): a 28-wide input row as
+# two vectors (odd widths 27, 31 and the full 32), two 14-, 13-, 16- or 12-wide
+# rows a vector, heights ending in a part vector (7 output rows at 2 a vector),
+# no padding at the end (pads 1, 1, 0, 0).
+NARROW_S2 = {
+    "w28": ((28, 28), [1, 1, 1, 1]), "w14": ((14, 14), [1, 1, 1, 1]), "w27_h9": ((9, 27), [1, 1, 1, 1]),
+    "w31_h5": ((5, 31), [1, 1, 1, 1]), "w32_h4": ((4, 32), [1, 1, 1, 1]), "w13_h13": ((13, 13), [1, 1, 1, 1]),
+    "w16_h16": ((16, 16), [1, 1, 1, 1]), "w12_h3": ((3, 12), [1, 1, 1, 1]), "w28_end0": ((28, 28), [1, 1, 0, 0]),
+    "w14_end0_h15": ((15, 14), [1, 1, 0, 0]),
+}
+
+
+@pytest.mark.parametrize("isa", ISAS, indirect=True)
+@pytest.mark.parametrize("shape", sorted(NARROW_S2))
+def test_depthwise_narrow_s2(isa, shape):
+    hw, pads = NARROW_S2[shape]
+    model, feeds, fused = dw_model((1, 19, *hw), 3, {"pads": pads, "strides": [2, 2]}, "relu6", seed=len(shape))
+    check(model, feeds, fused)
+
+
+@pytest.mark.parametrize("isa", ISAS, indirect=True)
+@pytest.mark.parametrize("tail", ["silu", "add_relu6"])
+def test_depthwise_narrow_s2_fused_threads(isa, tail):
+    model, feeds, fused = dw_model((2, 37, 14, 14), 3, {"pads": [1, 1, 1, 1], "strides": [2, 2]}, tail)
+    one = check(model, feeds, fused, threads=1)
+    for threads in (2, 4):
+        assert np.array_equal(one, check(model, feeds, fused, threads=threads))

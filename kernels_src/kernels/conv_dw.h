@@ -631,6 +631,73 @@ MRT_DWR_AVX512 static void mrt_dwn_planes(const mrt_dwb_job *j, size_t i0, size_
   }
 }
 
+/*
+ * Stride 2 on narrow planes (outputs 6 to 16 wide): the R = 16 / W output rows
+ * of a vector read R input rows a kernel row, loaded whole (a 28-wide row as
+ * two vectors, or two 14-wide rows as one each); each tap is then one
+ * two-source permute of those loads, which takes the input column 2 x + kx - 1
+ * into output lane x and zeros the padding. 192 x 28 x 28 -> 14 x 14 and
+ * 576 x 14 x 14 -> 7 x 7 (MobileNetV2): the blocked path transposed four
+ * input pixels an output for them.
+ */
+typedef int mrt_dwn_v16i __attribute__((vector_size(64)));
+
+MRT_DWR_AVX512 static void mrt_dwn2_planes(const mrt_dwb_job *j, size_t i0, size_t i1) {
+  const mrt_conv_params *p = j->p;
+  const size_t W = p->out[2], H = p->out[1], IW = p->in[2], IH = p->in[1], R = 16 / W;
+  mrt_dwn_v16i idx[3];
+  uint16_t mk[3] = {0, 0, 0};
+  for (size_t kx = 0; kx < 3; ++kx)
+    for (size_t l = 0; l < 16; ++l) {
+      const size_t r = l / W, col = 2 * (l % W) + kx; /* (+ 1: the pad) */
+      idx[kx][l] = (int)(R == 1 ? (col ? col - 1 : 0) : r * 16 + (col ? col - 1 : 0));
+      if (r < R && col >= 1 && col - 1 < IW) mk[kx] |= (uint16_t)(1u << l);
+    }
+  /* The loads: R == 1, a row's floats 0..15 and 16..IW; R == 2, two rows. */
+  const unsigned short l0 = (unsigned short)((1u << mrt_min(IW, 16)) - 1u);
+  const unsigned short l1 = (unsigned short)(R == 1 ? (IW > 16 ? (1u << (IW - 16)) - 1u : 0u) : l0);
+  const mrt_v16f vlo = mrt_dwn_splat(p->lo), vhi = mrt_dwn_splat(p->hi), z = (mrt_v16f){0};
+  size_t c = i0 % p->c_out;
+  for (size_t i = i0; i < i1; ++i, c = c + 1 == p->c_out ? 0 : c + 1) {
+    const float *x = j->x + i * p->in_pix;
+    float *y = j->y + i * p->out_pix;
+    mrt_v16f w[9];
+    for (size_t t = 0; t < 9; ++t) w[t] = mrt_dwn_splat(p->dwb_w[c * 9 + t]);
+    const mrt_v16f vb = mrt_dwn_splat(p->dwb_w[p->c_out * 9 + c]);
+    for (size_t oy = 0; oy < H; oy += R) {
+      const size_t rr = mrt_min(R, H - oy);
+      mrt_v16f acc[3] = {vb, z, z};
+      _Pragma("clang loop unroll(full)") for (size_t ky = 0; ky < 3; ++ky) {
+        const size_t u = 2 * oy + ky; /* input row + 1 */
+        const int ok0 = u >= 1 && u - 1 < IH, ok1 = R == 1 ? ok0 : rr > 1 && u + 1 < IH;
+        if (!ok0 && !ok1) continue;
+        const float *r0 = x + (ok0 ? (u - 1) * IW : 0), *r1 = R == 1 ? r0 + 16 : x + (ok1 ? (u + 1) * IW : 0);
+        const mrt_v16f v0 = __builtin_ia32_loadups512_mask(r0, z, ok0 ? l0 : 0);
+        const mrt_v16f v1 = __builtin_ia32_loadups512_mask(r1, z, ok1 ? l1 : 0);
+        _Pragma("clang loop unroll(full)") for (size_t kx = 0; kx < 3; ++kx) {
+          const mrt_v16f t = __builtin_ia32_vpermi2varps512(v0, idx[kx], v1);
+          acc[ky] += w[ky * 3 + kx] * __builtin_ia32_selectps_512(mk[kx], t, z);
+        }
+      }
+      const mrt_v16f a = acc[0] + acc[1] + acc[2];
+      __builtin_ia32_storeups512_mask(y + oy * W, mrt_dwb_clamp__avx512(a, vlo, vhi),
+                                      (unsigned short)((1u << (rr * W)) - 1u));
+    }
+    if (p->post.post) {
+      mrt_sgemm_epilogue e = p->post;
+      e.res = j->res ? j->res + i * p->out_pix : NULL;
+      mrt_conv_post(&e, 0, 0, 1, p->out_pix, y, p->out_pix);
+    }
+  }
+}
+
+static int mrt_dwn2_takes(const mrt_conv_params *p) {
+  const size_t W = p->out[2], R = W ? 16 / W : 0;
+  return p->k[1] == 3 && p->k[2] == 3 && p->s[1] == 2 && p->s[2] == 2 && p->d[1] == 1 && p->d[2] == 1 &&
+         p->pb[1] == 1 && p->pb[2] == 1 && W >= 6 && W <= 16 &&
+         ((R == 1 && p->in[2] <= 32) || (R == 2 && p->in[2] <= 16));
+}
+
 /* Does the narrow path take this layer? */
 static int mrt_dwn_takes(const mrt_conv_params *p) {
   return p->k[1] == 3 && p->k[2] == 3 && p->s[1] == 1 && p->s[2] == 1 && p->d[1] == 1 && p->d[2] == 1 &&
@@ -644,6 +711,10 @@ MRT_DWR_AVX512 static void mrt_dwr_task(void *varg, size_t task, size_t thread) 
   const mrt_conv_params *p = j->p;
   if (mrt_dwn_takes(p)) {
     mrt_dwn_planes(j, mrt_dwb_run_start(j, task), mrt_dwb_run_start(j, task + 1));
+    return;
+  }
+  if (mrt_dwn2_takes(p)) {
+    mrt_dwn2_planes(j, mrt_dwb_run_start(j, task), mrt_dwb_run_start(j, task + 1));
     return;
   }
   float *bufs = (float *)(j->scratch + thread * j->stride);
@@ -778,7 +849,7 @@ static mrt_status mrt_conv_dwb_prepare(mrt_ctx *ctx, mrt_conv_params *p, const m
   const size_t row_min = (p->s[1] == 2 ? 28 : 56) * (mrt_ctx_threads(ctx) > 1 ? 2 : 1);
   if (vl == 16 && p->k[1] == p->k[2] && p->k[1] == 3 && p->s[1] == p->s[2] &&
       p->s[1] <= 2 && p->d[1] == 1 && p->d[2] == 1 && (size_t)p->pb[2] < p->k[2] && (size_t)p->pb[1] < p->k[1] &&
-      (OW >= row_min || mrt_dwn_takes(p))) {
+      (OW >= row_min || mrt_dwn_takes(p) || mrt_dwn2_takes(p))) {
     const uint64_t nw = (uint64_t)p->c_out * (p->kvol + 1);
     float *pw = (float *)mrt_ctx_alloc(ctx, (size_t)nw * sizeof(float));
     if (!pw) return MRT_STATUS_OUT_OF_MEMORY;
@@ -790,7 +861,7 @@ static mrt_status mrt_conv_dwb_prepare(mrt_ctx *ctx, mrt_conv_params *p, const m
     p->dwb_vl = vl;
     p->dwb_oc = 0;
     p->dwb_w = pw;
-    if (!mrt_dwn_takes(p))
+    if (!mrt_dwn_takes(p) && !mrt_dwn2_takes(p))
       mrt_conv_request_scratch(ctx, p, mrt_ctx_threads(ctx) * mrt_round_up(mrt_dwr_stride(p), 64));
     return MRT_STATUS_OK;
   }
