@@ -585,6 +585,22 @@ MRT_DWR_AVX512 static inline __attribute__((always_inline)) mrt_v16f mrt_dwn_spl
   return __builtin_shufflevector(v, v, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
 }
 
+/* Channel c's nine taps, broadcast into w; returns its bias, broadcast. */
+MRT_DWR_AVX512 static inline __attribute__((always_inline)) mrt_v16f mrt_dwn_weights(const mrt_conv_params *p,
+                                                                                     size_t c, mrt_v16f *w) {
+  for (size_t t = 0; t < 9; ++t) w[t] = mrt_dwn_splat(p->dwb_w[c * 9 + t]);
+  return mrt_dwn_splat(p->dwb_w[p->c_out * 9 + c]);
+}
+
+/* The stage after the clamp (activation, residual) on plane i, in L1. */
+static void mrt_dwn_post(const mrt_dwb_job *j, size_t i, float *y) {
+  const mrt_conv_params *p = j->p;
+  if (!p->post.post) return;
+  mrt_sgemm_epilogue e = p->post;
+  e.res = j->res ? j->res + i * p->out_pix : NULL;
+  mrt_conv_post(&e, 0, 0, 1, p->out_pix, y, p->out_pix);
+}
+
 /* Planes i0 .. i1 of the narrow path: the first and last vectors of a plane
  * with their own masks, those between (every row above and below them in the
  * plane) with one mask a column of taps, two vectors at a time. */
@@ -604,8 +620,7 @@ MRT_DWR_AVX512 static void mrt_dwn_planes(const mrt_dwb_job *j, size_t i0, size_
     const float *x = j->x + i * p->in_pix;
     float *y = j->y + i * p->out_pix;
     mrt_v16f w[9];
-    for (size_t t = 0; t < 9; ++t) w[t] = mrt_dwn_splat(p->dwb_w[c * 9 + t]);
-    const mrt_v16f vb = mrt_dwn_splat(p->dwb_w[p->c_out * 9 + c]);
+    const mrt_v16f vb = mrt_dwn_weights(p, c, w);
     mrt_v16f a = mrt_dwn_vec(x, 0, top.m, w, vb, W);
     __builtin_ia32_storeups512_mask(y, mrt_dwb_clamp__avx512(a, vlo, vhi), last ? full : tail);
     size_t oy = R;
@@ -623,11 +638,7 @@ MRT_DWR_AVX512 static void mrt_dwn_planes(const mrt_dwb_job *j, size_t i0, size_
       a = mrt_dwn_vec(x, (ptrdiff_t)(last * W), bot.m, w, vb, W);
       __builtin_ia32_storeups512_mask(y + last * W, mrt_dwb_clamp__avx512(a, vlo, vhi), tail);
     }
-    if (p->post.post) {
-      mrt_sgemm_epilogue e = p->post;
-      e.res = j->res ? j->res + i * p->out_pix : NULL;
-      mrt_conv_post(&e, 0, 0, 1, p->out_pix, y, p->out_pix);
-    }
+    mrt_dwn_post(j, i, y);
   }
 }
 
@@ -662,8 +673,7 @@ MRT_DWR_AVX512 static void mrt_dwn2_planes(const mrt_dwb_job *j, size_t i0, size
     const float *x = j->x + i * p->in_pix;
     float *y = j->y + i * p->out_pix;
     mrt_v16f w[9];
-    for (size_t t = 0; t < 9; ++t) w[t] = mrt_dwn_splat(p->dwb_w[c * 9 + t]);
-    const mrt_v16f vb = mrt_dwn_splat(p->dwb_w[p->c_out * 9 + c]);
+    const mrt_v16f vb = mrt_dwn_weights(p, c, w);
     for (size_t oy = 0; oy < H; oy += R) {
       const size_t rr = mrt_min(R, H - oy);
       mrt_v16f acc[3] = {vb, z, z};
@@ -683,11 +693,7 @@ MRT_DWR_AVX512 static void mrt_dwn2_planes(const mrt_dwb_job *j, size_t i0, size
       __builtin_ia32_storeups512_mask(y + oy * W, mrt_dwb_clamp__avx512(a, vlo, vhi),
                                       (unsigned short)((1u << (rr * W)) - 1u));
     }
-    if (p->post.post) {
-      mrt_sgemm_epilogue e = p->post;
-      e.res = j->res ? j->res + i * p->out_pix : NULL;
-      mrt_conv_post(&e, 0, 0, 1, p->out_pix, y, p->out_pix);
-    }
+    mrt_dwn_post(j, i, y);
   }
 }
 
