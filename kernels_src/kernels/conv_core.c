@@ -70,6 +70,7 @@ typedef struct mrt_conv_params {
    * then biases [block][VL]. */
   size_t dwb_vl, dwb_sr, dwb_th, dwb_iw, dwb_oc;
   float *dwb_w;
+  int dwb_narrow; /* on the row path (dwb_oc 0): 1 the narrow path, 2 its stride 2 (conv_dw.h) */
   /* Direct path for C_in <= 4 (conv_direct.h; stem_w NULL: im2col): weights
    * [group][tap][G], each tap's offset in a strip's buffer, its row width,
    * output rows a strip. */

@@ -17,8 +17,9 @@
  *      residual the planes get the Add, the clamp after it and the activation
  *      instead.
  * On AVX-512, 3x3 layers 56 or more outputs wide take the row path below
- * instead (vectors along a plane's rows, no transposes), and 3x3 stride-1
- * layers 16 or fewer wide the narrow path (whole rows a vector, masked taps).
+ * instead (vectors along a plane's rows, no transposes), and 3x3 layers 16 or
+ * fewer outputs wide the narrow path (whole rows a vector; taps as masked
+ * loads, at stride 2 as permutes).
  * Tasks are (batch item, channel block, strip of output rows): strips are
  * whole planes unless there are few channel blocks for the threads. A last
  * block of fewer than VL channels reads zeros for the missing ones and does
@@ -697,6 +698,7 @@ MRT_DWR_AVX512 static void mrt_dwn2_planes(const mrt_dwb_job *j, size_t i0, size
   }
 }
 
+/* And its stride 2? */
 static int mrt_dwn2_takes(const mrt_conv_params *p) {
   const size_t W = p->out[2], R = W ? 16 / W : 0;
   return p->k[1] == 3 && p->k[2] == 3 && p->s[1] == 2 && p->s[2] == 2 && p->d[1] == 1 && p->d[2] == 1 &&
@@ -704,7 +706,7 @@ static int mrt_dwn2_takes(const mrt_conv_params *p) {
          ((R == 1 && p->in[2] <= 32) || (R == 2 && p->in[2] <= 16));
 }
 
-/* Does the narrow path take this layer? */
+/* Does the narrow path (stride 1) take this layer? */
 static int mrt_dwn_takes(const mrt_conv_params *p) {
   return p->k[1] == 3 && p->k[2] == 3 && p->s[1] == 1 && p->s[2] == 1 && p->d[1] == 1 && p->d[2] == 1 &&
          p->pb[1] == 1 && p->pb[2] == 1 && p->out[2] == p->in[2] && p->out[1] == p->in[1] && p->out[2] <= 16 &&
@@ -715,12 +717,9 @@ static int mrt_dwn_takes(const mrt_conv_params *p) {
 MRT_DWR_AVX512 static void mrt_dwr_task(void *varg, size_t task, size_t thread) {
   const mrt_dwb_job *j = (const mrt_dwb_job *)varg;
   const mrt_conv_params *p = j->p;
-  if (mrt_dwn_takes(p)) {
-    mrt_dwn_planes(j, mrt_dwb_run_start(j, task), mrt_dwb_run_start(j, task + 1));
-    return;
-  }
-  if (mrt_dwn2_takes(p)) {
-    mrt_dwn2_planes(j, mrt_dwb_run_start(j, task), mrt_dwb_run_start(j, task + 1));
+  if (p->dwb_narrow) {
+    (p->dwb_narrow == 1 ? mrt_dwn_planes : mrt_dwn2_planes)(j, mrt_dwb_run_start(j, task),
+                                                            mrt_dwb_run_start(j, task + 1));
     return;
   }
   float *bufs = (float *)(j->scratch + thread * j->stride);
@@ -853,9 +852,10 @@ static mrt_status mrt_conv_dwb_prepare(mrt_ctx *ctx, mrt_conv_params *p, const m
    * threads, MobileNetV2's 144 x 56 x 56: 84 against 92 us, stride 2: 54
    * against 58); 112 wide won (32 x 112 x 112: 82 -> 60, stride 2 147 -> 137). */
   const size_t row_min = (p->s[1] == 2 ? 28 : 56) * (mrt_ctx_threads(ctx) > 1 ? 2 : 1);
+  const int narrow = vl == 16 ? (mrt_dwn_takes(p) ? 1 : mrt_dwn2_takes(p) ? 2 : 0) : 0;
   if (vl == 16 && p->k[1] == p->k[2] && p->k[1] == 3 && p->s[1] == p->s[2] &&
       p->s[1] <= 2 && p->d[1] == 1 && p->d[2] == 1 && (size_t)p->pb[2] < p->k[2] && (size_t)p->pb[1] < p->k[1] &&
-      (OW >= row_min || mrt_dwn_takes(p) || mrt_dwn2_takes(p))) {
+      (OW >= row_min || narrow)) {
     const uint64_t nw = (uint64_t)p->c_out * (p->kvol + 1);
     float *pw = (float *)mrt_ctx_alloc(ctx, (size_t)nw * sizeof(float));
     if (!pw) return MRT_STATUS_OUT_OF_MEMORY;
@@ -867,7 +867,8 @@ static mrt_status mrt_conv_dwb_prepare(mrt_ctx *ctx, mrt_conv_params *p, const m
     p->dwb_vl = vl;
     p->dwb_oc = 0;
     p->dwb_w = pw;
-    if (!mrt_dwn_takes(p) && !mrt_dwn2_takes(p))
+    p->dwb_narrow = narrow;
+    if (!narrow) /* (the narrow paths use no scratch) */
       mrt_conv_request_scratch(ctx, p, mrt_ctx_threads(ctx) * mrt_round_up(mrt_dwr_stride(p), 64));
     return MRT_STATUS_OK;
   }
