@@ -1070,23 +1070,31 @@ void mrt_sgemm_mt(mrt_pool *pool, const mrt_sgemm_kernel *kern, size_t m, size_t
    * core, not half): slower, 576 -> 96 + residual 103 / 104 -> 113 and 106 /
    * 104 -> 112 us, 384 -> 64 + residual 51 / 51 -> 55, 384 -> 96 66 / 67 ->
    * 71 (per-node best of 20 x 10 runs, interleaved, A/A control): each
-   * thread then streams all of A. Also measured and not taken: the expands
-   * whose B is read in place (K <= 48, M >= 6 K, whole 8-row blocks a
-   * thread) split along M, so that the depthwise after them, split by
-   * channels, reads channels its own core wrote: MobileNetV2 at 2 threads
-   * through the Python binding, 8 alternated rounds, 3.21-3.66 ms (mean
-   * 3.49) against 3.22-3.64 (3.44): within the noise. */
+   * thread then streams all of A.
+   * The expands (K <= 48, M >= 4 K, B read in place) on planes up to 28 x 28
+   * split along M too, unless clearly worse balanced, so that the depthwise
+   * after them, split by channels, reads the channels its own core wrote.
+   * MobileNetV2, 2 threads, profile_nodes, per-node best of 200, 4
+   * interleaved rounds: the 28 x 28 stage (features 4-7) 463-508 -> 464-476
+   * us, its depthwise layers 8-11 us faster each (192 x 28 x 28 -> 14 x 14
+   * stride 2: 25 -> 15), the expands within 4 us; EfficientNet-B0's 28 x 28
+   * nodes 451-482 -> 423-465. On larger planes the loss on the expand (each
+   * thread reads all of B, half of it from the other core) ate the gain:
+   * 16 -> 96 on 112 x 112 157 -> 176 us for 152 -> 140 on the depthwise. */
 #if MRT_SGEMM_AVX512
-  const int few = kern == &mrt_sgemm_avx512 && a->packed && mrt_sgemm_b_in_place(kern, b, m, k) && (n + kern->nr - 1) / kern->nr <= 4 * threads;
+  const int in_place = kern == &mrt_sgemm_avx512 && a->packed && mrt_sgemm_b_in_place(kern, b, m, k);
+  const int few = in_place && (n + kern->nr - 1) / kern->nr <= 4 * threads;
+  const int expand = in_place && k <= 48 && m >= 4 * k && n <= 28 * 28;
 #else
-  const int few = 0;
+  const int few = 0, expand = 0;
 #endif
-  size_t tn = a->packed && !few ? tasks : mrt_min(tasks, threads), tm = b->packed ? tasks : mrt_min(tasks, threads);
+  size_t tn = a->packed && !few && !expand ? tasks : mrt_min(tasks, threads), tm = b->packed ? tasks : mrt_min(tasks, threads);
   size_t per_n, per_m;
   const size_t share_n = mrt_sgemm_share(n, kern->nr, &tn, threads, &per_n) * m;
   const size_t share_m = mrt_sgemm_share(m, kern->mr, &tm, threads, &per_m) * n;
   int split_n = a->packed ? 1 : b->packed ? 0 : n >= m;
   if (split_n ? share_m * 8 < share_n * 7 : share_n * 8 < share_m * 7) split_n = !split_n;
+  if (expand && split_n && share_m * 7 <= share_n * 8) split_n = 0;
   const size_t stride =
       mrt_round_up(mrt_sgemm_scratch_size(kern, m, n, k, a->packed != NULL, b->packed != NULL), 64);
   if (split_n && mrt_sgemm_shares_b(m, n, a->packed != NULL, b->packed != NULL, threads)) {
