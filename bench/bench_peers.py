@@ -34,7 +34,9 @@ round-robin, --rounds blocks each; an engine's time is the median of its
 per-block medians. Outputs of minirt and ExecuTorch are compared with
 onnxruntime's on the same input. Exports and conversions are cached in --work.
 
-Writes a Markdown table per thread count (stdout and --out) and JSON beside it.
+Writes a Markdown table per thread count (stdout and --out) and JSON beside it;
+beside minirt / onnxruntime it gives that ratio's lowest and highest over the
+rounds, how far one run's ratio can be trusted on a shared machine.
 """
 
 from __future__ import annotations
@@ -526,9 +528,21 @@ def fmt_ms(x):
     return f"{x:.2f}" if x is not None else "–"
 
 
+def round_range(mine: dict | None, ort: dict | None) -> str:
+    """The lowest and highest of minirt / onnxruntime over the rounds, each round's
+    two block medians taken minutes apart at most (the engines run interleaved): how
+    far one run's ratio can be trusted on this machine."""
+    if not mine or not ort or len(mine["block_medians_ms"]) != len(ort["block_medians_ms"]):
+        return "–"
+    per = [a / b for a, b in zip(mine["block_medians_ms"], ort["block_medians_ms"])]
+    return f"{min(per):.2f}-{max(per):.2f}"
+
+
 def table(results: list[dict], threads: int, engines: list[str]) -> str:
     rows = [r for r in results if r["threads"] == threads]
+    paired = "minirt" in engines and "onnxruntime" in engines
     head = (["model"] + [f"{e} ms" for e in engines] + [f"{e}/ort" for e in engines if e != "onnxruntime"]
+            + (["minirt/ort by round"] if paired else [])
             + [f"{e}/fastest" for e in engines] + [f"{e} MB" for e in engines] + ["load"])
     lines = [f"### {threads} thread{'s' if threads > 1 else ''}", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -540,6 +554,8 @@ def table(results: list[dict], threads: int, engines: list[str]) -> str:
         ort = ms.get("onnxruntime")
         cells = [r["model"]] + [fmt_ms(ms[e]) for e in engines]
         cells += [f"{ms[e] / ort:.2f}" if ms[e] and ort else "–" for e in engines if e != "onnxruntime"]
+        if paired:
+            cells.append(round_range(r["engines"].get("minirt"), r["engines"].get("onnxruntime")))
         cells += [f"{ms[e] / fastest:.2f}" if ms[e] else "–" for e in engines]
         cells += [f"{r['engines'][e]['peak_rss_mb']:.0f}" if e in r["engines"] else "–" for e in engines]
         cells.append(f"{r['loadavg_1min']:.1f}")
