@@ -303,8 +303,8 @@ MRT_SGEMM_TILE(mrt_sgemm_kernel_8x52__avx512, MRT_AVX512, mrt_v16f, 16, 8, 3, 8,
 #define MRT_SGEMM_XCOL_STEP(a, q)
 #define MRT_SGEMM_XCOL_STORE
 /* The same reading B in place, rows args->ldb floats apart (mrt_sgemm_range:
- * products of few rows of C, whose B panels would be packed for few tiles). */
-/* Each k step prefetches its B row's lines 16 rows ahead (four: a 48-float
+ * products of few rows of C, whose B panels would be packed for few tiles).
+ * Each k step prefetches its B row's lines 16 rows ahead (four: a 48-float
  * run of a 14 x 14 plane's row starts mid-line). A product that follows a
  * depthwise layer reads half its B from the other core's cache, which the
  * hardware prefetcher does not cover: 1x1 576 -> 96 + residual on 14 x 14
@@ -1093,9 +1093,9 @@ void mrt_sgemm_mt(mrt_pool *pool, const mrt_sgemm_kernel *kern, size_t m, size_t
    * split along M too, unless clearly worse balanced, so that the depthwise
    * after them, split by channels, reads the channels its own core wrote.
    * MobileNetV2, 2 threads, profile_nodes, per-node best of 200, 4
-   * interleaved rounds: the 28 x 28 stage (features 4-7) 463-508 -> 464-476
-   * us, its depthwise layers 8-11 us faster each (192 x 28 x 28 -> 14 x 14
-   * stride 2: 25 -> 15), the expands within 4 us; EfficientNet-B0's 28 x 28
+   * interleaved rounds: the 28 x 28 stage (features 4-7) 487 -> 468 us on
+   * average (463-508 -> 464-476), its depthwise layers 8-11 us faster each
+   * (192 x 28 x 28 -> 14 x 14 stride 2: 25 -> 15), the expands within 4 us; EfficientNet-B0's 28 x 28
    * nodes 451-482 -> 423-465. On larger planes the loss on the expand (each
    * thread reads all of B, half of it from the other core) ate the gain:
    * 16 -> 96 on 112 x 112 157 -> 176 us for 152 -> 140 on the depthwise. */
