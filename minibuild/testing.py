@@ -10,7 +10,9 @@ model is then only optimised and converted, which takes milliseconds.
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
+import mmap
 import os
 import tempfile
 from pathlib import Path
@@ -105,20 +107,52 @@ def convert_model(model: onnx.ModelProto, feeds: dict, constant_inputs=None, reg
     return prepared.data, runtime_inputs
 
 
+_LIBC = None
+
+
+def minirt_module():
+    """The Python binding from this checkout, on the all-kernels library."""
+    import importlib
+    import sys
+    _session_lib()
+    pkg = str(Path(registry_mod.resources.path("packaging", "python")))
+    if pkg not in sys.path:
+        sys.path.insert(0, pkg)
+    return importlib.import_module("minirt")
+
+
+def guarded(x: np.ndarray) -> np.ndarray:
+    """A copy of `x` whose last byte is the last one before an unreadable page:
+    the session reads inputs where they lie (mrt_session_run_with), so a kernel
+    reading past an input's end faults here instead of reading the arena's
+    padding. Its start is then aligned only as its byte size is."""
+    global _LIBC
+    x = np.require(x, requirements="C")  # keeps 0-d as 0-d
+    if x.nbytes == 0 or not hasattr(mmap, "PROT_READ"):
+        return x
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+        _LIBC.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    page = mmap.PAGESIZE
+    span = -(-x.nbytes // page) * page + page
+    block = mmap.mmap(-1, span)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(block))
+    if _LIBC.mprotect(base + span - page, page, 0) != 0:  # PROT_NONE
+        raise OSError(ctypes.get_errno(), "mprotect of the guard page failed")
+    out = np.frombuffer(block, dtype=x.dtype, count=x.size, offset=span - page - x.nbytes).reshape(x.shape)
+    out[...] = x
+    return out
+
+
 def run_with_minirt(model: onnx.ModelProto, feeds: dict, constant_inputs=None, threads: int = 1) -> list[np.ndarray]:
     """Outputs of `model` on `feeds`, computed by minirt on `threads` threads, in graph output order."""
     registry = _session_lib()
     data, runtime_inputs = convert_model(model, feeds, constant_inputs, registry)
-    import importlib
-    import sys
-    pkg = str(Path(registry_mod.resources.path("packaging", "python")))
-    if pkg not in sys.path:
-        sys.path.insert(0, pkg)
-    minirt = importlib.import_module("minirt")
+    minirt = minirt_module()
     so = minirt.SessionOptions()
     so.intra_op_num_threads = threads
     sess = minirt.InferenceSession(data, sess_options=so)
     try:
-        return sess.run(None, {k: feeds[k] for k in runtime_inputs})
+        return sess.run(None, {k: guarded(np.asarray(feeds[k])) for k in runtime_inputs})
     finally:
         sess.close()

@@ -28,6 +28,7 @@ C_API = (
     "mrt_session_output_data",
     "mrt_session_output_info",
     "mrt_session_run",
+    "mrt_session_run_with",
     "mrt_session_set_input",
     "mrt_status_string",
     "mrt_version",

@@ -136,6 +136,18 @@ MRT_API mrt_status mrt_session_get_output(const mrt_session *session, size_t ind
  * session's threads serve that run); different sessions may run concurrently. */
 MRT_API mrt_status mrt_session_run(mrt_session *session);
 
+/* One run on the caller's buffers, without copying the inputs in: inputs[i]
+ * holds input i (input_nbytes[i] must equal its size) and is read where it
+ * lies; the session never writes to it and keeps no pointer to it after the
+ * call. An input the model also reads through a view (a Reshape of it, say),
+ * or whose address is not a multiple of its element size, is copied in as by
+ * mrt_session_set_input. outputs[k] (output_nbytes[k] bytes) receives output
+ * k; a NULL outputs, or a NULL outputs[k], leaves that output in the session
+ * (mrt_session_output_data). */
+MRT_API mrt_status mrt_session_run_with(mrt_session *session, const void *const *inputs,
+                                        const size_t *input_nbytes, void *const *outputs,
+                                        const size_t *output_nbytes);
+
 /* Message of the last failed call on this session ("" if none). */
 MRT_API const char *mrt_session_last_error(const mrt_session *session);
 

@@ -15,7 +15,7 @@
 /* How a parameter (Scale or B) maps onto the d normalised values. */
 typedef struct ln_param {
   const mrt_tensor *t;      /* NULL: absent (B) */
-  const float *full;        /* d values: t's data, or its constant expansion */
+  const float *full;        /* d values: t's constant expansion (NULL: t's own data, read at run) */
   uint32_t ndim;            /* otherwise expanded per run: normalised dims and t's strides */
   size_t n[MRT_MAX_DIMS], s[MRT_MAX_DIMS];
   size_t scratch_off;       /* floats into scratch of the per-run expansion */
@@ -64,10 +64,7 @@ static mrt_status ln_param_prepare(mrt_node *node, mrt_ctx *ctx, ln_params *p, l
                          "%s (rank %u, %zu values) does not broadcast to the normalised dims "
                          "X.dims[%u:] (%zu values)",
                          what, t->ndim, t->count, axis, p->d);
-  if (t->count == p->d) {
-    q->full = t->data; /* NULL until bound when not constant: read at run */
-    return MRT_STATUS_OK;
-  }
+  if (t->count == p->d) return MRT_STATUS_OK; /* ln_values reads t->data at run: an input may be bound per run */
   q->ndim = nd;
   size_t stride = 1;
   for (uint32_t k = nd; k-- > 0;) {

@@ -60,6 +60,7 @@ struct mrt_session {
   uint8_t *scratch;
   void *scratch_block;
   size_t scratch_size;
+  void **input_home;         /* per graph input: its arena memory, or NULL where a view shares it (mrt_session_run_with copies it in) */
   struct mrt_pool *pool;     /* threadpool.c; every node's pool */
   void **allocs;             /* memory handed out by mrt_ctx_alloc */
   size_t n_allocs, cap_allocs;

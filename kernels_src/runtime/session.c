@@ -45,6 +45,18 @@ static mrt_status session_init(struct mrt_session *s, size_t threads) {
     if (!t->is_constant) t->data = s->arena + (uintptr_t)t->data;
   }
 
+  /* A graph input lives the whole run, so another tensor at its address is a
+   * view of it: reading such an input from the caller's buffer would leave the
+   * view reading the arena. */
+  s->input_home = (void **)calloc(s->n_inputs ? s->n_inputs : 1, sizeof *s->input_home);
+  if (!s->input_home) return mrt_session_fail(s, MRT_STATUS_OUT_OF_MEMORY, "out of memory: inputs");
+  for (uint32_t k = 0; k < s->n_inputs; k++) {
+    const mrt_tensor *in = &s->tensors[s->graph_io[k]];
+    uint32_t i = 0;
+    while (i < s->n_tensors && (&s->tensors[i] == in || s->tensors[i].is_constant || s->tensors[i].data != in->data)) i++;
+    s->input_home[k] = i == s->n_tensors ? in->data : NULL;
+  }
+
   mrt_ctx ctx = {s, 0};
   for (uint32_t i = 0; i < s->n_nodes; i++) {
     mrt_node *n = &s->nodes[i];
@@ -197,6 +209,7 @@ void mrt_session_destroy(mrt_session *s) {
   free(s->attrs);
   free(s->io);
   free(s->graph_io);
+  free(s->input_home);
   free(s->arena_block);
   free(s->scratch_block);
   free(s->owned_model);
@@ -266,6 +279,43 @@ mrt_status mrt_session_run(mrt_session *s) {
 }
 
 
+mrt_status mrt_session_run_with(mrt_session *s, const void *const *inputs, const size_t *input_nbytes,
+                                void *const *outputs, const size_t *output_nbytes) {
+  if (!s) return MRT_STATUS_INVALID_ARGUMENT;
+  if (s->n_inputs && (!inputs || !input_nbytes))
+    return mrt_session_fail(s, MRT_STATUS_INVALID_ARGUMENT, "run_with: inputs and input_nbytes must not be NULL");
+  for (size_t k = 0; k < s->n_inputs; k++) {
+    const mrt_tensor *t = graph_tensor(s, k);
+    if (!inputs[k] || input_nbytes[k] != t->nbytes)
+      return mrt_session_fail(s, MRT_STATUS_INVALID_ARGUMENT, "input '%s' takes %zu bytes, got %zu%s", t->name, t->nbytes,
+                              input_nbytes[k], inputs[k] ? "" : " at NULL");
+  }
+  if (outputs) {
+    if (!output_nbytes) return mrt_session_fail(s, MRT_STATUS_INVALID_ARGUMENT, "run_with: output_nbytes must not be NULL");
+    for (size_t k = 0; k < s->n_outputs; k++) {
+      const mrt_tensor *t = graph_tensor(s, s->n_inputs + k);
+      if (outputs[k] && output_nbytes[k] != t->nbytes)
+        return mrt_session_fail(s, MRT_STATUS_INVALID_ARGUMENT, "output '%s' takes %zu bytes, got %zu", t->name, t->nbytes,
+                                output_nbytes[k]);
+    }
+  }
+  for (size_t k = 0; k < s->n_inputs; k++) {
+    mrt_tensor *t = graph_tensor(s, k);
+    const size_t elem = mrt_dtype_size(t->dtype);
+    if (s->input_home[k] && elem && (uintptr_t)inputs[k] % elem == 0)
+      t->data = (void *)(uintptr_t)inputs[k];
+    else
+      memcpy(t->data, inputs[k], t->nbytes);
+  }
+  const mrt_status st = mrt_session_run(s);
+  for (size_t k = 0; outputs && k < s->n_outputs; k++) {
+    const mrt_tensor *t = graph_tensor(s, s->n_inputs + k);
+    if (outputs[k]) memcpy(outputs[k], t->data, t->nbytes);
+  }
+  for (size_t k = 0; k < s->n_inputs; k++)
+    if (s->input_home[k]) graph_tensor(s, k)->data = s->input_home[k];
+  return st;
+}
 
 const char *mrt_session_last_error(const mrt_session *s) { return s ? s->error : "no session"; }
 
