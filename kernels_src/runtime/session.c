@@ -250,15 +250,21 @@ const void *mrt_session_output_data(const mrt_session *s, size_t index) {
   return graph_tensor(s, s->n_inputs + index)->data;
 }
 
+/* Graph input or output k (past the inputs: an output) takes exactly its size. */
+static mrt_status io_size(mrt_session *s, size_t k, size_t nbytes) {
+  const mrt_tensor *t = graph_tensor(s, k);
+  if (nbytes == t->nbytes) return MRT_STATUS_OK;
+  return mrt_session_fail(s, MRT_STATUS_INVALID_ARGUMENT, "%s '%s' takes %zu bytes, got %zu",
+                          k < s->n_inputs ? "input" : "output", t->name, t->nbytes, nbytes);
+}
+
 mrt_status mrt_session_set_input(mrt_session *s, size_t index, const void *data, size_t nbytes) {
   if (!s) return MRT_STATUS_INVALID_ARGUMENT;
   if (index >= s->n_inputs || !data)
     return mrt_session_fail(s, MRT_STATUS_INVALID_ARGUMENT, "set_input: index %zu out of range (%u inputs) or data NULL", index, s->n_inputs);
-  mrt_tensor *t = graph_tensor(s, index);
-  if (nbytes != t->nbytes)
-    return mrt_session_fail(s, MRT_STATUS_INVALID_ARGUMENT, "input '%s' takes %zu bytes, got %zu", t->name, t->nbytes, nbytes);
-  memcpy(t->data, data, nbytes);
-  return MRT_STATUS_OK;
+  mrt_status st = io_size(s, index, nbytes);
+  if (!st) memcpy(graph_tensor(s, index)->data, data, nbytes);
+  return st;
 }
 
 mrt_status mrt_session_get_output(const mrt_session *s, size_t index, void *data, size_t nbytes) {
@@ -282,24 +288,16 @@ mrt_status mrt_session_run(mrt_session *s) {
 mrt_status mrt_session_run_with(mrt_session *s, const void *const *inputs, const size_t *input_nbytes,
                                 void *const *outputs, const size_t *output_nbytes) {
   if (!s) return MRT_STATUS_INVALID_ARGUMENT;
-  if (s->n_inputs && (!inputs || !input_nbytes))
-    return mrt_session_fail(s, MRT_STATUS_INVALID_ARGUMENT, "run_with: inputs and input_nbytes must not be NULL");
-  for (size_t k = 0; k < s->n_inputs; k++) {
-    const mrt_tensor *t = graph_tensor(s, k);
-    if (!inputs[k] || input_nbytes[k] != t->nbytes)
-      return mrt_session_fail(s, MRT_STATUS_INVALID_ARGUMENT, "input '%s' takes %zu bytes, got %zu%s", t->name, t->nbytes,
-                              input_nbytes[k], inputs[k] ? "" : " at NULL");
+  const size_t ni = s->n_inputs, nio = ni + (outputs ? s->n_outputs : 0);
+  int null = (ni && !(inputs && input_nbytes)) || (outputs && !output_nbytes);
+  for (size_t k = 0; k < ni && !null; k++) null = !inputs[k];
+  if (null) return mrt_session_fail(s, MRT_STATUS_INVALID_ARGUMENT, "run_with: an array or an input is NULL");
+  /* Every size checked before anything is read or written. */
+  for (size_t k = 0; k < nio; k++) {
+    const mrt_status st = k < ni || outputs[k - ni] ? io_size(s, k, k < ni ? input_nbytes[k] : output_nbytes[k - ni]) : 0;
+    if (st) return st;
   }
-  if (outputs) {
-    if (!output_nbytes) return mrt_session_fail(s, MRT_STATUS_INVALID_ARGUMENT, "run_with: output_nbytes must not be NULL");
-    for (size_t k = 0; k < s->n_outputs; k++) {
-      const mrt_tensor *t = graph_tensor(s, s->n_inputs + k);
-      if (outputs[k] && output_nbytes[k] != t->nbytes)
-        return mrt_session_fail(s, MRT_STATUS_INVALID_ARGUMENT, "output '%s' takes %zu bytes, got %zu", t->name, t->nbytes,
-                                output_nbytes[k]);
-    }
-  }
-  for (size_t k = 0; k < s->n_inputs; k++) {
+  for (size_t k = 0; k < ni; k++) {
     mrt_tensor *t = graph_tensor(s, k);
     const size_t elem = mrt_dtype_size(t->dtype);
     if (s->input_home[k] && elem && (uintptr_t)inputs[k] % elem == 0)
@@ -308,11 +306,9 @@ mrt_status mrt_session_run_with(mrt_session *s, const void *const *inputs, const
       memcpy(t->data, inputs[k], t->nbytes);
   }
   const mrt_status st = mrt_session_run(s);
-  for (size_t k = 0; outputs && k < s->n_outputs; k++) {
-    const mrt_tensor *t = graph_tensor(s, s->n_inputs + k);
-    if (outputs[k]) memcpy(outputs[k], t->data, t->nbytes);
-  }
-  for (size_t k = 0; k < s->n_inputs; k++)
+  for (size_t k = ni; k < nio; k++)
+    if (outputs[k - ni]) memcpy(outputs[k - ni], graph_tensor(s, k)->data, graph_tensor(s, k)->nbytes);
+  for (size_t k = 0; k < ni; k++)
     if (s->input_home[k]) graph_tensor(s, k)->data = s->input_home[k];
   return st;
 }
