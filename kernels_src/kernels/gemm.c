@@ -323,11 +323,15 @@ MRT_SGEMM_TILE(mrt_sgemm_kernel_8x52__avx512, MRT_AVX512, mrt_v16f, 16, 8, 3, 8,
 MRT_SGEMM_TILE(mrt_sgemm_kernel_8x48b__avx512, MRT_AVX512, mrt_v16f, 16, 8, 3, 8, args->ldb)
 #undef MRT_SGEMM_PF
 #define MRT_SGEMM_PF(a, b, AS, BS)
-/* And for up to 48 k steps along a row of tiles (mrt_sgemm_range): a tile of
- * K = 16 reads 16 rows, and 8 rows ahead is then half past its block; it
- * prefetches the next tile's rows instead (the next 48 columns of the same
- * B rows). EfficientNet-B0's 1x1 16 -> 96 + SiLU on 112 x 112, one thread:
- * 618 -> 580 us. */
+/* And for up to 48 k steps (mrt_sgemm_range): a tile of K = 16 reads 16
+ * rows, and 8 rows ahead is then half past its block; it prefetches the next
+ * panel's rows instead (the next 48 columns of the same B rows), for the next
+ * tile along a row of tiles, or the next column of tiles. EfficientNet-B0's
+ * 1x1 16 -> 96 + SiLU on 112 x 112, one thread: 618 -> 580 us. Down columns
+ * of tiles (C of fewer than 64 rows), each B row a plane of its own that no
+ * hardware stream follows: MobileNetV2's 1x1 32 -> 16 on 112 x 112 after the
+ * depthwise, profile_nodes, 3 interleaved rounds of 300, median 114-117 ->
+ * 83-95 us at one thread, 76-111 -> 58-64 at two (onnxruntime 100, 71). */
 #undef MRT_SGEMM_PF
 #define MRT_SGEMM_PF(a, b, AS, BS)                                                              \
   do {                                                                                          \
@@ -854,7 +858,7 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
              * zero past m). */
             const int b_direct = jr < bskip && kern == &mrt_sgemm_avx2;
             if (jr < bskip && !b_direct) {
-              (rows_first && kcur <= 48 ? mrt_sgemm_kernel_8x48bn__avx512 : mrt_sgemm_kernel_8x48b__avx512)(
+              (kcur <= 48 ? mrt_sgemm_kernel_8x48bn__avx512 : mrt_sgemm_kernel_8x48b__avx512)(
                   kcur, ap + ir * kcur, b->data + k0 * b->rs + j, cp, ldc, &args);
               continue;
             }
