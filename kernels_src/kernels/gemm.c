@@ -331,7 +331,11 @@ MRT_SGEMM_TILE(mrt_sgemm_kernel_8x48b__avx512, MRT_AVX512, mrt_v16f, 16, 8, 3, 8
  * of tiles (C of fewer than 64 rows), each B row a plane of its own that no
  * hardware stream follows: MobileNetV2's 1x1 32 -> 16 on 112 x 112 after the
  * depthwise, profile_nodes, 3 interleaved rounds of 300, median 114-117 ->
- * 83-95 us at one thread, 76-111 -> 58-64 at two (onnxruntime 100, 71). */
+ * 83-95 us at one thread, 76-111 -> 58-64 at two (onnxruntime 100, 71). There
+ * it takes up to 96 k steps, while the current and the next panel fit L1
+ * together (96 x 48 floats each): 96 -> 24 on 56 x 56, 4 rounds, 110-113 ->
+ * 90-95 us at one thread, 75-80 -> 70-75 at two; with 144 (144 -> 32 on
+ * 28 x 28) or along rows of tiles (576 -> 96 on 14 x 14) slower. */
 #undef MRT_SGEMM_PF
 #define MRT_SGEMM_PF(a, b, AS, BS)                                                              \
   do {                                                                                          \
@@ -858,7 +862,7 @@ static void mrt_sgemm_range(const mrt_sgemm_kernel *kern, size_t m, size_t n, si
              * zero past m). */
             const int b_direct = jr < bskip && kern == &mrt_sgemm_avx2;
             if (jr < bskip && !b_direct) {
-              (kcur <= 48 ? mrt_sgemm_kernel_8x48bn__avx512 : mrt_sgemm_kernel_8x48b__avx512)(
+              (kcur <= 48 || (!rows_first && kcur <= 96) ? mrt_sgemm_kernel_8x48bn__avx512 : mrt_sgemm_kernel_8x48b__avx512)(
                   kcur, ap + ir * kcur, b->data + k0 * b->rs + j, cp, ldc, &args);
               continue;
             }
