@@ -121,24 +121,30 @@ def minirt_module():
     return importlib.import_module("minirt")
 
 
+def protect(block: mmap.mmap, offset: int, size: int, prot: int) -> None:
+    """mprotect(2) on bytes [offset, offset + size) of an anonymous mapping
+    (page-aligned): PROT_NONE (0) makes them unreadable, mmap.PROT_READ read-only."""
+    global _LIBC
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+        _LIBC.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    base = ctypes.addressof(ctypes.c_char.from_buffer(block))
+    if _LIBC.mprotect(base + offset, size, prot) != 0:
+        raise OSError(ctypes.get_errno(), "mprotect failed")
+
+
 def guarded(x: np.ndarray) -> np.ndarray:
     """A copy of `x` whose last byte is the last one before an unreadable page:
     the session reads inputs where they lie (mrt_session_run_with), so a kernel
     reading past an input's end faults here instead of reading the arena's
     padding. Its start is then aligned only as its byte size is."""
-    global _LIBC
     x = np.require(x, requirements="C")  # keeps 0-d as 0-d
     if x.nbytes == 0 or not hasattr(mmap, "PROT_READ"):
         return x
-    if _LIBC is None:
-        _LIBC = ctypes.CDLL(None, use_errno=True)
-        _LIBC.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     page = mmap.PAGESIZE
     span = -(-x.nbytes // page) * page + page
     block = mmap.mmap(-1, span)
-    base = ctypes.addressof(ctypes.c_char.from_buffer(block))
-    if _LIBC.mprotect(base + span - page, page, 0) != 0:  # PROT_NONE
-        raise OSError(ctypes.get_errno(), "mprotect of the guard page failed")
+    protect(block, span - page, page, 0)  # PROT_NONE
     out = np.frombuffer(block, dtype=x.dtype, count=x.size, offset=span - page - x.nbytes).reshape(x.shape)
     out[...] = x
     return out

@@ -82,9 +82,7 @@ def readonly(x: np.ndarray) -> np.ndarray:
     block = mmap.mmap(-1, max(x.nbytes, 1))
     out = np.frombuffer(block, dtype=x.dtype, count=x.size).reshape(x.shape)
     out[...] = x
-    libc = ctypes.CDLL(None)
-    libc.mprotect.argtypes = [P, S, ctypes.c_int]
-    assert libc.mprotect(ctypes.addressof(ctypes.c_char.from_buffer(block)), len(block), mmap.PROT_READ) == 0
+    testing.protect(block, 0, len(block), mmap.PROT_READ)
     return out
 
 
