@@ -624,6 +624,40 @@ public class MiniRtCheck {
                 write(out + "mapped.bin", s.getOutputBuffer(0));
             }
         }
+        try (MiniRtSession s = MiniRtSession.fromFile(model)) {       // run(ByteBuffer[], ByteBuffer[])
+            int ob = s.getOutputs().get(0).getByteSize();
+            ByteBuffer d = ByteBuffer.allocateDirect(in.length + 8).order(ByteOrder.nativeOrder());
+            d.position(8);
+            d.put(in).position(8);                                    // read in place, at its position
+            ByteBuffer o = ByteBuffer.allocateDirect(ob + 4).order(ByteOrder.nativeOrder());
+            o.position(4);
+            s.run(new ByteBuffer[] {d}, new ByteBuffer[] {o});
+            byte[] after = new byte[in.length];
+            d.duplicate().get(after);
+            System.out.println("runwith positions " + d.position() + " " + o.position() + " input kept "
+                    + java.util.Arrays.equals(after, in));
+            o.position(4);
+            write(out + "direct.bin", o);
+            ByteBuffer ho = ByteBuffer.allocate(ob).order(ByteOrder.nativeOrder());
+            s.run(new ByteBuffer[] {ByteBuffer.wrap(in)}, new ByteBuffer[] {ho});  // heap buffers: copied
+            ho.flip();
+            write(out + "heap.bin", ho);
+            ByteBuffer m = ByteBuffer.allocateDirect(in.length + 2).order(ByteOrder.nativeOrder());
+            m.position(2);
+            m.put(in).position(2);                                    // not float-aligned: copied in
+            s.run(new ByteBuffer[] {m}, null);                        // the output stays in the session
+            write(out + "left.bin", s.getOutputBuffer(0));
+            try {
+                s.run(new ByteBuffer[0], null);
+            } catch (IllegalArgumentException e) {
+                System.out.println("count " + e.getMessage());
+            }
+            try {
+                s.run(new ByteBuffer[] {ByteBuffer.allocateDirect(12)}, null);
+            } catch (IllegalArgumentException e) {
+                System.out.println("runsize " + e.getMessage());
+            }
+        }
         try {
             MiniRtSession.fromBytes(new byte[100]);
             System.out.println("no exception");
@@ -678,8 +712,11 @@ def test_java_api_on_host_jvm(verify_build, aar, tmp_path):
     assert "size input 'input'" in log and "takes 12288 bytes, got 12" in log
     assert "closed the session is closed" in log
     assert re.search(r"version \d+\.\d+\.\d+ [0-9a-f]{12,}", log), log
+    assert "runwith positions 8 %d input kept true" % (4 + 40) in log, log
+    assert "count the model has 1 input(s) [input: FLOAT32[1, 3, 32, 32]], got 0 buffer(s)" in log, log
+    assert "runsize input 'input'" in log and "takes 12288 bytes, got 12" in log, log
     (ref,) = _reference(models / "mnv2.onnx", feeds)
-    for way in ("file", "bytes", "mapped"):
+    for way in ("file", "bytes", "mapped", "direct", "heap", "left"):
         got = np.fromfile(tmp_path / f"o_{way}.bin", dtype=np.float32).reshape(ref.shape)
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5, err_msg=way)
 

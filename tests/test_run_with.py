@@ -121,6 +121,23 @@ def test_viewed_or_misaligned_input_is_copied_in():
     np.testing.assert_array_equal(arena_input(sess), x)
 
 
+@pytest.mark.parametrize("make", [relu_model, viewed_model])
+def test_the_sessions_own_input_may_be_passed(make):
+    """inputs[i] = mrt_session_input_data(i), as the Java binding passes for a heap
+    buffer it copied in: read where it is (for the viewed input too, which would
+    otherwise be copied onto itself), and the results are the model's."""
+    model, x = make()
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    sess, _ = session(model, {"x": x})
+    arena_input(sess)[...] = x
+    own = sess._lib.mrt_session_input_data(sess._h, 0)
+    out = np.empty_like(want)
+    assert run_with(sess, [(own, x.nbytes)], [(out.ctypes.data, out.nbytes)]) == 0
+    np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(arena_input(sess), x)
+    assert sess._lib.mrt_session_input_data(sess._h, 0) == own  # still the session's own memory
+
+
 def test_inputs_are_never_written():
     """A residual Add on the graph input: the fused conv's in-place path may write
     into a dying residual's memory, never into a graph input's, least of all the

@@ -141,9 +141,10 @@ MRT_API mrt_status mrt_session_run(mrt_session *session);
  * lies; the session never writes to it and keeps no pointer to it after the
  * call. An input the model also reads through a view (a Reshape of it, say),
  * or whose address is not a multiple of its element size, is copied in as by
- * mrt_session_set_input. outputs[k] (output_nbytes[k] bytes) receives output
- * k; a NULL outputs, or a NULL outputs[k], leaves that output in the session
- * (mrt_session_output_data). */
+ * mrt_session_set_input. inputs[i] may also be mrt_session_input_data(i),
+ * the input already written into the session. outputs[k] (output_nbytes[k]
+ * bytes) receives output k; a NULL outputs, or a NULL outputs[k], leaves that
+ * output in the session (mrt_session_output_data). */
 MRT_API mrt_status mrt_session_run_with(mrt_session *session, const void *const *inputs,
                                         const size_t *input_nbytes, void *const *outputs,
                                         const size_t *output_nbytes);

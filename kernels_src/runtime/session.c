@@ -302,7 +302,7 @@ mrt_status mrt_session_run_with(mrt_session *s, const void *const *inputs, const
     const size_t elem = mrt_dtype_size(t->dtype);
     if (s->input_home[k] && elem && (uintptr_t)inputs[k] % elem == 0)
       t->data = (void *)(uintptr_t)inputs[k];
-    else
+    else if (inputs[k] != t->data) /* not the session's own input (mrt_session_input_data) */
       memcpy(t->data, inputs[k], t->nbytes);
   }
   const mrt_status st = mrt_session_run(s);

@@ -329,6 +329,76 @@ public final class MiniRtSession implements AutoCloseable {
     }
 
     /**
+     * One run on the caller's buffers. {@code inputs[i]} holds input {@code i}: its
+     * remaining bytes, exactly the input's size, in native byte order. A direct buffer
+     * is read where it lies (nothing is copied in, as {@link #getInputBuffer} gives
+     * without the extra buffer); a heap buffer is copied in first. Input buffers'
+     * positions do not move. {@code outputs[k]} receives output {@code k} at its
+     * position, which advances as with {@link #getOutput(int, ByteBuffer)}; a null
+     * {@code outputs}, or a null {@code outputs[k]}, leaves that output in the session
+     * for {@link #getOutputBuffer} and {@link #getOutput}.
+     */
+    public synchronized void run(ByteBuffer[] inputs, ByteBuffer[] outputs) {
+        if (inputs == null || inputs.length != this.inputs.size()) {
+            throw new IllegalArgumentException("the model has " + this.inputs.size() + " input(s) " + this.inputs
+                    + ", got " + (inputs == null ? "null" : inputs.length + " buffer(s)"));
+        }
+        if (outputs != null && outputs.length != this.outputs.size()) {
+            throw new IllegalArgumentException("the model has " + this.outputs.size() + " output(s) " + this.outputs
+                    + ", got " + outputs.length + " buffer(s)");
+        }
+        long h = live();
+        ByteBuffer[] in = new ByteBuffer[inputs.length];
+        int[] inPos = new int[inputs.length];
+        for (int i = 0; i < inputs.length; i++) {
+            ByteBuffer b = inputs[i];
+            if (b == null) {
+                throw new NullPointerException("input " + i + " ('" + this.inputs.get(i).getName() + "') is null");
+            }
+            checkSize(this.inputs.get(i), b.remaining(), "input");
+            if (b.isDirect()) {
+                in[i] = b;
+                inPos[i] = b.position();
+            } else {
+                setInput(i, b); // null below: the run reads the copy in the session
+            }
+        }
+        int n = this.outputs.size();
+        ByteBuffer[] out = new ByteBuffer[n];
+        int[] outPos = new int[n];
+        for (int k = 0; outputs != null && k < n; k++) {
+            ByteBuffer o = outputs[k];
+            if (o == null) {
+                continue;
+            }
+            TensorInfo t = this.outputs.get(k);
+            if (o.isReadOnly()) {
+                throw new IllegalArgumentException("the buffer for output '" + t.getName() + "' is read-only");
+            }
+            if (o.remaining() < t.getByteSize()) {
+                throw new IllegalArgumentException("output '" + t.getName() + "' needs " + t.getByteSize()
+                        + " bytes, the buffer has " + o.remaining() + " remaining");
+            }
+            if (o.isDirect()) {
+                out[k] = o;
+                outPos[k] = o.position();
+            }
+        }
+        nativeRunWith(h, in, inPos, out, outPos);
+        for (int k = 0; outputs != null && k < n; k++) {
+            ByteBuffer o = outputs[k];
+            if (o == null) {
+                continue;
+            }
+            if (o.isDirect()) {
+                o.position(o.position() + this.outputs.get(k).getByteSize());
+            } else {
+                getOutput(k, o); // a heap buffer: copied out of the session
+            }
+        }
+    }
+
+    /**
      * Convenience for the common one-input, one-output FLOAT32 model: sets the input,
      * runs, returns the output.
      */
@@ -429,6 +499,9 @@ public final class MiniRtSession implements AutoCloseable {
     private static native ByteBuffer nativeInputBuffer(long handle, int index);
 
     private static native void nativeRun(long handle);
+
+    private static native void nativeRunWith(long handle, ByteBuffer[] inputs, int[] inputPositions,
+            ByteBuffer[] outputs, int[] outputPositions);
 
     private static native void nativeGetOutputDirect(long handle, int index, ByteBuffer data, int position,
             int length);
