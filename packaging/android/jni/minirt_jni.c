@@ -226,69 +226,45 @@ JNIEXPORT void FN(nativeRun)(JNIEnv *env, jclass cls, jlong handle) {
   if (s) check(env, s, mrt_session_run(s));
 }
 
-/* Address of element i's range in a ByteBuffer[] (a direct buffer at pos[i],
- * nbytes[i] long), or `fallback` where the element is null. *failed is set
- * with an exception pending when an element is not a usable direct buffer. */
-static void *element_range(JNIEnv *env, jobjectArray bufs, jint *pos, size_t i, size_t nbytes, void *fallback,
-                           int *failed) {
-  jobject b = (*env)->GetObjectArrayElement(env, bufs, (jsize)i);
-  if ((*env)->ExceptionCheck(env)) {
-    *failed = 1;
-    return NULL;
-  }
-  if (!b) return fallback;
-  uint8_t *p = nbytes > INT32_MAX ? NULL : direct_range(env, b, pos[i], (jint)nbytes);
-  (*env)->DeleteLocalRef(env, b);
-  if (!p) {
-    throw_status(env, MRT_STATUS_INVALID_ARGUMENT, "a tensor above 2 GB cannot be a ByteBuffer");
-    *failed = 1;
-  }
-  return p;
-}
-
 /* One run on the caller's buffers (MiniRtSession.run(ByteBuffer[], ByteBuffer[])):
- * ins[i] a direct buffer holding input i at in_pos[i], read in place, or null
- * for the input already in the session (Java copied a heap buffer there);
- * outs[k] a direct buffer receiving output k at out_pos[k], or null to leave
- * it in the session. Java has checked counts, sizes and positions; they are
- * checked again here. */
-JNIEXPORT void FN(nativeRunWith)(JNIEnv *env, jclass cls, jlong handle, jobjectArray ins, jintArray in_pos,
-                                 jobjectArray outs, jintArray out_pos) {
+ * bufs holds the inputs then the outputs, pos their positions. An input is a
+ * direct buffer read in place, or null for the input already in the session
+ * (Java copied a heap buffer there); an output is a direct buffer receiving
+ * it, or null to leave it in the session. Java has checked counts, sizes and
+ * positions; each range is checked again here. */
+JNIEXPORT void FN(nativeRunWith)(JNIEnv *env, jclass cls, jlong handle, jobjectArray bufs, jintArray pos) {
   (void)cls;
   mrt_session *s = session(env, handle);
   if (!s) return;
-  const size_t ni = mrt_session_input_count(s), no = mrt_session_output_count(s);
-  if (!ins || !in_pos || !outs || !out_pos || (size_t)(*env)->GetArrayLength(env, ins) != ni ||
-      (size_t)(*env)->GetArrayLength(env, in_pos) != ni || (size_t)(*env)->GetArrayLength(env, outs) != no ||
-      (size_t)(*env)->GetArrayLength(env, out_pos) != no) {
+  const size_t ni = mrt_session_input_count(s), n = ni + mrt_session_output_count(s);
+  if (!bufs || !pos || (size_t)(*env)->GetArrayLength(env, bufs) != n || (size_t)(*env)->GetArrayLength(env, pos) != n) {
     throw_status(env, MRT_STATUS_INVALID_ARGUMENT, "run: one buffer per input and one per output");
     return;
   }
-  const size_t n = ni + no;
   void **ptrs = malloc((n ? n : 1) * (sizeof *ptrs + sizeof(size_t) + sizeof(jint)));
   if (!ptrs) {
     throw_status(env, MRT_STATUS_OUT_OF_MEMORY, "out of memory");
     return;
   }
   size_t *nbytes = (size_t *)(ptrs + n);
-  jint *pos = (jint *)(nbytes + n);
-  int failed = 0;
-  if (ni) (*env)->GetIntArrayRegion(env, in_pos, 0, (jsize)ni, pos);
-  if (no) (*env)->GetIntArrayRegion(env, out_pos, 0, (jsize)no, pos + ni);
-  for (size_t k = 0; k < n && !failed; k++) {
+  jint *at = (jint *)(nbytes + n);
+  (*env)->GetIntArrayRegion(env, pos, 0, (jsize)n, at);
+  int ok = 1;
+  for (size_t k = 0; k < n && ok; k++) {
     mrt_tensor_info ti;
-    const int in = k < ni;
-    const size_t idx = in ? k : k - ni;
-    if (!check(env, s, in ? mrt_session_input_info(s, idx, &ti) : mrt_session_output_info(s, idx, &ti))) {
-      failed = 1;
-      break;
-    }
+    ok = check(env, s, k < ni ? mrt_session_input_info(s, k, &ti) : mrt_session_output_info(s, k - ni, &ti));
+    if (!ok) break;
+    jobject b = (*env)->GetObjectArrayElement(env, bufs, (jsize)k);
     nbytes[k] = ti.nbytes;
-    ptrs[k] = element_range(env, in ? ins : outs, in ? pos : pos + ni, idx, ti.nbytes,
-                            in ? mrt_session_input_data(s, idx) : NULL, &failed);
+    ptrs[k] = k < ni ? mrt_session_input_data(s, k) : NULL;
+    if (b) {
+      /* direct_range takes a jint: a tensor of 2 GB or more fails its bounds check */
+      ptrs[k] = direct_range(env, b, at[k], ti.nbytes > INT32_MAX ? -1 : (jint)ti.nbytes);
+      ok = ptrs[k] != NULL;
+      (*env)->DeleteLocalRef(env, b);
+    }
   }
-  if (!failed)
-    check(env, s, mrt_session_run_with(s, (const void *const *)ptrs, nbytes, ptrs + ni, nbytes + ni));
+  if (ok) check(env, s, mrt_session_run_with(s, (const void *const *)ptrs, nbytes, ptrs + ni, nbytes + ni));
   free(ptrs);
 }
 

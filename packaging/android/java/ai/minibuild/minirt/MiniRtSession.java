@@ -348,8 +348,9 @@ public final class MiniRtSession implements AutoCloseable {
                     + ", got " + outputs.length + " buffer(s)");
         }
         long h = live();
-        ByteBuffer[] in = new ByteBuffer[inputs.length];
-        int[] inPos = new int[inputs.length];
+        int n = this.outputs.size();
+        ByteBuffer[] direct = new ByteBuffer[inputs.length + n]; // the inputs, then the outputs
+        int[] pos = new int[inputs.length + n];
         for (int i = 0; i < inputs.length; i++) {
             ByteBuffer b = inputs[i];
             if (b == null) {
@@ -357,15 +358,12 @@ public final class MiniRtSession implements AutoCloseable {
             }
             checkSize(this.inputs.get(i), b.remaining(), "input");
             if (b.isDirect()) {
-                in[i] = b;
-                inPos[i] = b.position();
+                direct[i] = b;
+                pos[i] = b.position();
             } else {
                 setInput(i, b); // null below: the run reads the copy in the session
             }
         }
-        int n = this.outputs.size();
-        ByteBuffer[] out = new ByteBuffer[n];
-        int[] outPos = new int[n];
         for (int k = 0; outputs != null && k < n; k++) {
             ByteBuffer o = outputs[k];
             if (o == null) {
@@ -380,11 +378,11 @@ public final class MiniRtSession implements AutoCloseable {
                         + " bytes, the buffer has " + o.remaining() + " remaining");
             }
             if (o.isDirect()) {
-                out[k] = o;
-                outPos[k] = o.position();
+                direct[inputs.length + k] = o;
+                pos[inputs.length + k] = o.position();
             }
         }
-        nativeRunWith(h, in, inPos, out, outPos);
+        nativeRunWith(h, direct, pos);
         for (int k = 0; outputs != null && k < n; k++) {
             ByteBuffer o = outputs[k];
             if (o == null) {
@@ -500,8 +498,7 @@ public final class MiniRtSession implements AutoCloseable {
 
     private static native void nativeRun(long handle);
 
-    private static native void nativeRunWith(long handle, ByteBuffer[] inputs, int[] inputPositions,
-            ByteBuffer[] outputs, int[] outputPositions);
+    private static native void nativeRunWith(long handle, ByteBuffer[] buffers, int[] positions);
 
     private static native void nativeGetOutputDirect(long handle, int index, ByteBuffer data, int position,
             int length);
