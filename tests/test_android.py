@@ -657,6 +657,16 @@ public class MiniRtCheck {
             } catch (IllegalArgumentException e) {
                 System.out.println("runsize " + e.getMessage());
             }
+            try {
+                s.run(new ByteBuffer[] {d}, new ByteBuffer[] {ByteBuffer.allocateDirect(ob - 1)});
+            } catch (IllegalArgumentException e) {
+                System.out.println("runout " + e.getMessage());
+            }
+            try {
+                s.getOutput(0, ByteBuffer.allocate(ob).asReadOnlyBuffer());
+            } catch (IllegalArgumentException e) {
+                System.out.println("readonly " + e.getMessage());
+            }
         }
         try {
             MiniRtSession.fromBytes(new byte[100]);
@@ -715,6 +725,8 @@ def test_java_api_on_host_jvm(verify_build, aar, tmp_path):
     assert "runwith positions 8 %d input kept true" % (4 + 40) in log, log
     assert "count the model has 1 input(s) [input: FLOAT32[1, 3, 32, 32]], got 0 buffer(s)" in log, log
     assert "runsize input 'input'" in log and "takes 12288 bytes, got 12" in log, log
+    assert "runout output 'logits' needs 40 bytes, the buffer has 39 remaining" in log, log
+    assert "readonly the buffer for output 'logits' is read-only" in log, log
     (ref,) = _reference(models / "mnv2.onnx", feeds)
     for way in ("file", "bytes", "mapped", "direct", "heap", "left"):
         got = np.fromfile(tmp_path / f"o_{way}.bin", dtype=np.float32).reshape(ref.shape)

@@ -248,6 +248,17 @@ public final class MiniRtSession implements AutoCloseable {
         }
     }
 
+    /** {@code dst} can take output {@code t} at its position: writable, with room for it. */
+    private static void checkDestination(TensorInfo t, ByteBuffer dst) {
+        if (dst.isReadOnly()) {
+            throw new IllegalArgumentException("the buffer for output '" + t.getName() + "' is read-only");
+        }
+        if (dst.remaining() < t.getByteSize()) {
+            throw new IllegalArgumentException("output '" + t.getName() + "' needs " + t.getByteSize()
+                    + " bytes, the buffer has " + dst.remaining() + " remaining");
+        }
+    }
+
     private static void checkType(TensorInfo t, DataType type, String what) {
         if (t.getDataType() != type) {
             throw new IllegalArgumentException(what + " '" + t.getName() + "' is " + t.getDataType()
@@ -369,14 +380,7 @@ public final class MiniRtSession implements AutoCloseable {
             if (o == null) {
                 continue;
             }
-            TensorInfo t = this.outputs.get(k);
-            if (o.isReadOnly()) {
-                throw new IllegalArgumentException("the buffer for output '" + t.getName() + "' is read-only");
-            }
-            if (o.remaining() < t.getByteSize()) {
-                throw new IllegalArgumentException("output '" + t.getName() + "' needs " + t.getByteSize()
-                        + " bytes, the buffer has " + o.remaining() + " remaining");
-            }
+            checkDestination(this.outputs.get(k), o);
             if (o.isDirect()) {
                 direct[inputs.length + k] = o;
                 pos[inputs.length + k] = o.position();
@@ -432,13 +436,7 @@ public final class MiniRtSession implements AutoCloseable {
     /** Copies output {@code index}'s bytes into {@code dst} at its position, which advances. */
     public synchronized void getOutput(int index, ByteBuffer dst) {
         TensorInfo t = at(outputs, index, "output");
-        if (dst.isReadOnly()) {
-            throw new IllegalArgumentException("the destination buffer is read-only");
-        }
-        if (dst.remaining() < t.getByteSize()) {
-            throw new IllegalArgumentException("output '" + t.getName() + "' needs " + t.getByteSize()
-                    + " bytes, the buffer has " + dst.remaining() + " remaining");
-        }
+        checkDestination(t, dst);
         if (dst.isDirect()) {
             nativeGetOutputDirect(live(), index, dst, dst.position(), t.getByteSize());
         } else if (dst.hasArray()) {
